@@ -1,0 +1,62 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ErrNotReady is returned when the server does not accept connections in
+// time.
+var ErrNotReady = errors.New("embedded: NATS server not ready")
+
+// Server is a running embedded NATS server.
+type Server struct {
+	srv *server.Server
+}
+
+// FromConfig starts a server from a nats-server configuration file
+// (normally nats.conf), forcing JetStream on. storeDir, when not empty,
+// overrides the file's store_dir.
+func FromConfig(path, storeDir string) (*Server, error) {
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: reading %s: %w", path, err)
+	}
+	opts.JetStream = true
+	if storeDir != "" {
+		opts.StoreDir = storeDir
+	}
+	return Start(opts)
+}
+
+// Start runs a server with the given options and waits until it accepts
+// connections.
+func Start(opts *server.Options) (*Server, error) {
+	opts.NoSigs = true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	srv.ConfigureLogger()
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("%w after 10s (listen %s:%d)", ErrNotReady, opts.Host, opts.Port)
+	}
+	return &Server{srv: srv}, nil
+}
+
+// URL is the client URL of the server.
+func (s *Server) URL() string { return s.srv.ClientURL() }
+
+// Server exposes the underlying server, for tests.
+func (s *Server) Server() *server.Server { return s.srv }
+
+// Shutdown stops the server and waits for it to finish.
+func (s *Server) Shutdown() {
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+}

@@ -1,0 +1,44 @@
+package events
+
+import "fmt"
+
+// Reason is why an event was rejected; it names the LEDGER_REJECTED subject.
+type Reason string
+
+// Reject reasons of wire contract v1.
+const (
+	ReasonMalformedJSON   Reason = "malformed_json"
+	ReasonUnknownSchema   Reason = "unknown_schema"
+	ReasonInvalidField    Reason = "invalid_field"
+	ReasonSubjectMismatch Reason = "subject_mismatch"
+	ReasonSessionConflict Reason = "session_conflict"
+)
+
+// Headers on a LEDGER_REJECTED record.
+const (
+	HeaderRejectReason    = "Ledger-Reject-Reason"
+	HeaderRejectDetail    = "Ledger-Reject-Detail"
+	HeaderOriginalSubject = "Ledger-Original-Subject"
+)
+
+// RejectError is an event that is not valid: the reason (for the subject)
+// and a sentence a person understands (for the detail header).
+type RejectError struct {
+	Reason Reason
+	Detail string
+	// Err is the underlying error, a *FieldError for ReasonInvalidField.
+	Err error
+}
+
+func (e *RejectError) Error() string { return string(e.Reason) + ": " + e.Detail }
+
+// Unwrap returns the underlying error.
+func (e *RejectError) Unwrap() error { return e.Err }
+
+func reject(reason Reason, err error) *RejectError {
+	return &RejectError{Reason: reason, Detail: err.Error(), Err: err}
+}
+
+func rejectf(reason Reason, format string, args ...any) *RejectError {
+	return &RejectError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}

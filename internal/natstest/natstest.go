@@ -1,0 +1,60 @@
+package natstest
+
+import (
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/ledger/internal/embedded"
+)
+
+// Server is a running test server.
+type Server struct {
+	*embedded.Server
+	StoreDir string
+}
+
+// Start runs a JetStream server for the test and shuts it down at cleanup.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	opts := &server.Options{
+		Host:      "127.0.0.1",
+		Port:      server.RANDOM_PORT,
+		JetStream: true,
+		StoreDir:  dir,
+		NoLog:     true,
+		NoSigs:    true,
+	}
+	s, err := embedded.Start(opts)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	return &Server{Server: s, StoreDir: dir}
+}
+
+// Connect opens a connection to the server, closed at cleanup.
+func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.URL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatalf("natstest: connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	return nc, js
+}
+
+// StartJS is Start followed by Connect.
+func StartJS(t testing.TB) (*Server, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	s := Start(t)
+	nc, js := s.Connect(t)
+	return s, nc, js
+}

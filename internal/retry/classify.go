@@ -1,0 +1,165 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentledger/ledger/internal/events"
+)
+
+// Classification is what the middleware knows about one failed attempt: the
+// contract's error kind, whether another attempt may succeed, and the
+// server's hint of when to try again.
+type Classification struct {
+	Kind      events.ErrorKind
+	Status    int  // HTTP status, 0 when none
+	Retryable bool // another attempt may succeed
+	// Hint is the server's Retry-After, valid when HasHint.
+	Hint    time.Duration
+	HasHint bool
+	// Message is a short description for the event, at most 1 KiB.
+	Message string
+	// ProviderRequestID is the provider's request-id header, when known.
+	ProviderRequestID string
+}
+
+// Classifier recognises the errors of one provider SDK (or transport). It
+// returns ok false for an error it does not know, so that classifiers can be
+// chained. now is the middleware's clock, for HTTP-date hints.
+//
+// Implementations must be safe for concurrent use and must not block.
+type Classifier interface {
+	Classify(err error, now time.Time) (c Classification, ok bool)
+}
+
+// ClassifierFunc adapts a function to Classifier.
+type ClassifierFunc func(err error, now time.Time) (Classification, bool)
+
+// Classify calls f.
+func (f ClassifierFunc) Classify(err error, now time.Time) (Classification, bool) { return f(err, now) }
+
+// Chain tries each classifier in order and returns the first answer.
+type Chain []Classifier
+
+// Classify implements Classifier.
+func (c Chain) Classify(err error, now time.Time) (Classification, bool) {
+	for _, cl := range c {
+		if cl == nil {
+			continue
+		}
+		if res, ok := cl.Classify(err, now); ok {
+			return res, true
+		}
+	}
+	return Classification{}, false
+}
+
+// StatusKind maps an HTTP status to the contract's error kind and the
+// default retry rule: retry 408, 409, 429, 500, 502, 503, 504 and 529;
+// never any other status.
+func StatusKind(status int) (kind events.ErrorKind, retryable bool) {
+	switch status {
+	case http.StatusTooManyRequests:
+		return events.KindRateLimit, true
+	case 529:
+		return events.KindOverloaded, true
+	case http.StatusServiceUnavailable:
+		return events.KindOverloaded, true
+	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+		return events.KindTimeout, true
+	case http.StatusConflict:
+		return events.KindServer, true
+	case http.StatusInternalServerError, http.StatusBadGateway:
+		return events.KindServer, true
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return events.KindAuth, false
+	case http.StatusPaymentRequired:
+		return events.KindQuota, false
+	}
+	switch {
+	case status >= 400 && status < 500:
+		return events.KindClient, false
+	case status >= 500 && status < 600:
+		return events.KindServer, false
+	}
+	return events.KindOther, false
+}
+
+// ClassifyHTTP applies the rules every provider shares to an HTTP error
+// response: the status rule of StatusKind, then the server's override
+// header x-should-retry (true or false), then the Retry-After hint.
+// header may be nil.
+func ClassifyHTTP(status int, header http.Header, now time.Time) Classification {
+	kind, retryable := StatusKind(status)
+	c := Classification{Kind: kind, Status: status, Retryable: retryable}
+	if header != nil {
+		switch strings.ToLower(strings.TrimSpace(header.Get("x-should-retry"))) {
+		case "true":
+			c.Retryable = true
+		case "false":
+			c.Retryable = false
+		}
+		c.Hint, c.HasHint = ParseRetryAfter(header, now)
+	}
+	return c
+}
+
+// ClassifyTransport recognises errors that are not provider responses: the
+// caller's cancellation, attempt timeouts and network failures. It is the
+// last link of every chain. callerCtx is the caller's context (not the
+// attempt's): when it is done, the error is the caller's own and is never
+// retried.
+func ClassifyTransport(callerCtx context.Context, err error) (Classification, bool) {
+	if callerCtx != nil && callerCtx.Err() != nil {
+		return Classification{Kind: events.KindCanceled, Message: Truncate(context.Cause(callerCtx).Error())}, true
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return Classification{Kind: events.KindCanceled, Message: Truncate(err.Error())}, true
+	case errors.Is(err, context.DeadlineExceeded):
+		// The caller's context is live, so this was the attempt's own timeout.
+		return Classification{Kind: events.KindTimeout, Retryable: true, Message: Truncate(err.Error())}, true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		if ne.Timeout() {
+			return Classification{Kind: events.KindTimeout, Retryable: true, Message: Truncate(err.Error())}, true
+		}
+		return Classification{Kind: events.KindConnection, Retryable: true, Message: Truncate(err.Error())}, true
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return Classification{Kind: events.KindConnection, Retryable: true, Message: Truncate(err.Error())}, true
+	}
+	if isConnectionReset(err) {
+		return Classification{Kind: events.KindConnection, Retryable: true, Message: Truncate(err.Error())}, true
+	}
+	return Classification{}, false
+}
+
+// isConnectionReset recognises a connection that broke mid-exchange, which
+// the standard library reports without a net.Error.
+func isConnectionReset(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
+}
+
+// Truncate shortens s to at most events.MaxMessageBytes bytes without
+// splitting a UTF-8 character.
+func Truncate(s string) string {
+	if len(s) <= events.MaxMessageBytes {
+		return s
+	}
+	cut := events.MaxMessageBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
