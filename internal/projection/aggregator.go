@@ -1,0 +1,402 @@
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/topology"
+)
+
+// StateBucket holds the aggregator's own state: its checkpoint and lease.
+const StateBucket = "ledger_state"
+
+const checkpointKey = "checkpoint"
+
+// ErrInvalidConfig is wrapped by every configuration error of New.
+var ErrInvalidConfig = errors.New("projection: invalid config")
+
+// ErrInvariant means the projection found its stored state inconsistent
+// with the protocol described in the package comment. It stops the
+// aggregator rather than write a wrong ledger.
+var ErrInvariant = errors.New("projection: invariant violated")
+
+// Config configures an Aggregator. JS is required; the rest has defaults.
+type Config struct {
+	JS       jetstream.JetStream
+	Topology topology.Config
+	// BatchSize is the most events applied in one batch. Default 1000.
+	BatchSize int
+	// InstanceID names this instance in the lease. Default: a new ULID, so
+	// that a restarted process waits for its predecessor's lease to lapse.
+	InstanceID string
+	// LeaseTTL is how long a silent lease holder keeps the lease. Default 10s.
+	LeaseTTL time.Duration
+	// CacheSize bounds the records kept in memory. Default 100,000.
+	CacheSize int
+	// RetryDelay is the pause after a failed batch before starting again
+	// from the checkpoint. Default 500ms.
+	RetryDelay time.Duration
+	Logger     *slog.Logger
+	// Now is the clock, for the lease. Default time.Now.
+	Now func() time.Time
+	// Faults, when set, is called at every write point of a batch; an error
+	// it returns stops Run at once without any cleanup, as a crash would.
+	// It is a test seam.
+	Faults func(p FaultPoint) error
+}
+
+// FaultPoint names a write point of the batch commit.
+type FaultPoint string
+
+// The write points of a batch, in order.
+const (
+	FaultBeforeWrites      FaultPoint = "before-writes"
+	FaultMidRequests       FaultPoint = "mid-requests"
+	FaultBetweenBuckets    FaultPoint = "between-buckets"
+	FaultMidSessions       FaultPoint = "mid-sessions"
+	FaultBeforeCheckpoint  FaultPoint = "before-checkpoint"
+	FaultAfterCheckpoint   FaultPoint = "after-checkpoint"
+	FaultAfterRejects      FaultPoint = "after-rejects"
+	FaultBetweenRejectsPut FaultPoint = "mid-rejects"
+)
+
+// FaultPoints lists every write point, for tests that crash at each.
+var FaultPoints = []FaultPoint{FaultBetweenRejectsPut, FaultAfterRejects, FaultBeforeWrites, FaultMidRequests,
+	FaultBetweenBuckets, FaultMidSessions, FaultBeforeCheckpoint, FaultAfterCheckpoint}
+
+// crashError marks an error returned by Config.Faults.
+type crashError struct{ err error }
+
+func (c crashError) Error() string { return c.err.Error() }
+func (c crashError) Unwrap() error { return c.err }
+
+// Aggregator projects LEDGER_ATTEMPTS into ledger_requests and
+// ledger_sessions, exactly once per accepted event.
+type Aggregator struct {
+	cfg     Config
+	log     *slog.Logger
+	applied atomic.Uint64
+	leading atomic.Bool
+	stats   struct {
+		events, rejected, batches atomic.Uint64
+	}
+}
+
+// New checks the configuration and returns an Aggregator. It does no I/O.
+func New(cfg Config) (*Aggregator, error) {
+	if cfg.JS == nil {
+		return nil, fmt.Errorf("%w: JS is required", ErrInvalidConfig)
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 1000
+	}
+	if cfg.BatchSize < 1 || cfg.BatchSize > 100_000 {
+		return nil, fmt.Errorf("%w: BatchSize %d must be 1 to 100000", ErrInvalidConfig, cfg.BatchSize)
+	}
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = ulid.Make().String()
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = 10 * time.Second
+	}
+	if cfg.LeaseTTL < 30*time.Millisecond {
+		return nil, fmt.Errorf("%w: LeaseTTL %s must be at least 30ms", ErrInvalidConfig, cfg.LeaseTTL)
+	}
+	if cfg.CacheSize == 0 {
+		cfg.CacheSize = 100_000
+	}
+	if cfg.CacheSize < 0 {
+		return nil, fmt.Errorf("%w: CacheSize %d must not be negative", ErrInvalidConfig, cfg.CacheSize)
+	}
+	if cfg.RetryDelay == 0 {
+		cfg.RetryDelay = 500 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Aggregator{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Applied is the stream sequence up to which every event has been applied
+// by this instance (0 before the first batch).
+func (a *Aggregator) Applied() uint64 { return a.applied.Load() }
+
+// Leading reports whether this instance holds the lease now.
+func (a *Aggregator) Leading() bool { return a.leading.Load() }
+
+// Stats are counters since New.
+type Stats struct {
+	Events, Rejected, Batches uint64
+}
+
+// Stats returns the counters.
+func (a *Aggregator) Stats() Stats {
+	return Stats{Events: a.stats.events.Load(), Rejected: a.stats.rejected.Load(), Batches: a.stats.batches.Load()}
+}
+
+// Run ensures the stream and buckets exist, waits for the lease, and
+// projects events until ctx ends. On shutdown it finishes and commits the
+// batch in hand, releases the lease and returns nil. A failed batch (lost
+// connection, write conflict) is abandoned and the work resumes from the
+// last checkpoint; losing the lease sends the instance back to standby.
+func (a *Aggregator) Run(ctx context.Context) error {
+	res, err := openResources(ctx, a.cfg.JS, a.cfg.Topology)
+	if err != nil {
+		return err
+	}
+	for {
+		err := a.lead(ctx, res)
+		var crash crashError
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, &crash):
+			return err
+		case errors.Is(err, ErrInvariant):
+			return err
+		case err != nil:
+			a.log.Warn("aggregator: batch abandoned; resuming from checkpoint", "err", err)
+		}
+		t := time.NewTimer(a.cfg.RetryDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// resources are the JetStream objects the aggregator works on.
+type resources struct {
+	stream             jetstream.Stream
+	rejected           jetstream.Stream
+	requests, sessions *bucket
+	state              jetstream.KeyValue
+}
+
+func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Config) (*resources, error) {
+	stream, err := topology.EnsureAttempts(ctx, js, tc)
+	if err != nil {
+		return nil, err
+	}
+	rejected, err := topology.EnsureRejected(ctx, js, tc)
+	if err != nil {
+		return nil, err
+	}
+	req, err := topology.EnsureBucket(ctx, js, tc, events.RequestsBucket, "Usage ledger: one record per request_id (dedup projection).")
+	if err != nil {
+		return nil, err
+	}
+	ses, err := topology.EnsureBucket(ctx, js, tc, events.SessionsBucket, "Usage ledger: per-session rollups.")
+	if err != nil {
+		return nil, err
+	}
+	state, err := topology.EnsureBucket(ctx, js, tc, StateBucket, "Usage ledger: aggregator checkpoint and lease.")
+	if err != nil {
+		return nil, err
+	}
+	return &resources{stream: stream, rejected: rejected, requests: newBucket(js, req), sessions: newBucket(js, ses), state: state}, nil
+}
+
+// lead holds the lease and runs batches until ctx ends or a batch fails.
+func (a *Aggregator) lead(ctx context.Context, res *resources) error {
+	l := &lease{kv: res.state, holder: a.cfg.InstanceID, ttl: a.cfg.LeaseTTL, now: a.cfg.Now}
+	if err := l.acquire(ctx, a.cfg.LeaseTTL/4); err != nil {
+		return err
+	}
+	a.leading.Store(true)
+	defer a.leading.Store(false)
+	a.log.Info("aggregator: holding the lease", "instance", a.cfg.InstanceID)
+
+	// The lease keeper and the batch loop share a context: whichever fails
+	// first stops the other.
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := l.keep(runCtx); err != nil {
+			cancel(err)
+		}
+	}()
+	err := a.loop(ctx, runCtx, res)
+	var crash crashError
+	if !errors.As(err, &crash) {
+		cancel(nil)
+		wg.Wait()
+		if ctx.Err() != nil {
+			relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			l.release(relCtx)
+			relCancel()
+		}
+	} else {
+		// A crash leaves the lease as it is, as a dead process would.
+		cancel(err)
+		wg.Wait()
+	}
+	if err == nil {
+		err = context.Cause(runCtx)
+	}
+	return err
+}
+
+// loop consumes the stream from the checkpoint and applies batches. ctx is
+// the caller's (its end is a graceful stop); runCtx also ends when the
+// lease is lost (then nothing more is written).
+func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
+	cp, cpRev, err := readCheckpoint(runCtx, res.state)
+	if err != nil {
+		return err
+	}
+	rejectFloor, err := lastRejectedSeq(runCtx, res.rejected)
+	if err != nil {
+		return err
+	}
+	a.applied.Store(cp)
+	b := &batcher{
+		agg:         a,
+		res:         res,
+		cp:          cp,
+		cpRev:       cpRev,
+		rejectFloor: rejectFloor,
+		cache:       newCache(a.cfg.CacheSize),
+	}
+
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AttemptsSubjects}}
+	if cp > 0 {
+		occ.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		occ.OptStartSeq = cp + 1
+	}
+	cons, err := res.stream.OrderedConsumer(runCtx, occ)
+	if err != nil {
+		return fmt.Errorf("projection: creating consumer at %d: %w", cp+1, err)
+	}
+	msgs := make(chan jetstream.Msg, 2*a.cfg.BatchSize)
+	stop := make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-stop:
+		}
+	}, jetstream.PullMaxMessages(2*a.cfg.BatchSize))
+	if err != nil {
+		return fmt.Errorf("projection: consuming: %w", err)
+	}
+	defer func() {
+		close(stop)
+		cc.Stop()
+	}()
+
+	batch := make([]jetstream.Msg, 0, a.cfg.BatchSize)
+	for {
+		batch = batch[:0]
+		select {
+		case <-runCtx.Done():
+			return nil
+		case m := <-msgs:
+			batch = append(batch, m)
+		}
+	fill:
+		for len(batch) < a.cfg.BatchSize {
+			select {
+			case m := <-msgs:
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		// A batch in hand is finished even when ctx ends (graceful stop),
+		// but not when the lease is lost.
+		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 30*time.Second)
+		stopOnLease := context.AfterFunc(runCtx, func() {
+			if ctx.Err() == nil {
+				cancel()
+			}
+		})
+		err := b.apply(commitCtx, batch)
+		stopOnLease()
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// readCheckpoint returns the last committed stream sequence and its
+// revision.
+func readCheckpoint(ctx context.Context, state jetstream.KeyValue) (uint64, uint64, error) {
+	e, err := state.Get(ctx, checkpointKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("projection: reading checkpoint: %w", err)
+	}
+	var c checkpoint
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		return 0, 0, fmt.Errorf("%w: checkpoint %q is not readable: %v", ErrInvariant, e.Value(), err)
+	}
+	return c.Seq, e.Revision(), nil
+}
+
+type checkpoint struct {
+	Seq uint64 `json:"seq"`
+}
+
+// ReadCheckpoint returns the stream sequence up to which the live
+// projection has applied every event (0 when nothing is applied yet).
+func ReadCheckpoint(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+	state, err := js.KeyValue(ctx, StateBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	seq, _, err := readCheckpoint(ctx, state)
+	return seq, err
+}
+
+// lastRejectedSeq returns the original stream sequence of the last recorded
+// rejection (0 when none). Rejections are recorded in stream order by the
+// single lease holder, one at a time, so everything at or below it is
+// recorded and nothing above it is.
+func lastRejectedSeq(ctx context.Context, rejected jetstream.Stream) (uint64, error) {
+	info, err := rejected.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("projection: reading %s: %w", events.RejectedStream, err)
+	}
+	if info.State.Msgs == 0 {
+		return 0, nil
+	}
+	m, err := rejected.GetMsg(ctx, info.State.LastSeq)
+	if err != nil {
+		return 0, fmt.Errorf("projection: reading last rejection: %w", err)
+	}
+	seq, err := strconv.ParseUint(m.Header.Get(headerOriginalSeq), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: last rejection %d has no readable %s header", ErrInvariant, info.State.LastSeq, headerOriginalSeq)
+	}
+	return seq, nil
+}
+
+// headerOriginalSeq carries the original stream sequence of a rejection.
+const headerOriginalSeq = "Ledger-Original-Sequence"
+
+

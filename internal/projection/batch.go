@@ -1,0 +1,361 @@
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/ledger/internal/events"
+)
+
+// batcher applies batches of stream messages in stream order. It owns the
+// record cache and the checkpoint; one lease term has one batcher, and a
+// failed batch ends it (the next term starts with an empty cache from the
+// stored checkpoint).
+type batcher struct {
+	agg         *Aggregator
+	res         *resources
+	cp, cpRev   uint64
+	rejectFloor uint64
+	cache       *cache
+}
+
+type rejection struct {
+	seq     uint64
+	reason  events.Reason
+	detail  string
+	subject string
+	data    []byte
+}
+
+type reqWork struct {
+	rec     *Request // working copy
+	rev     uint64   // revision as stored; 0 when absent
+	held    Totals   // what the session held for the stored version
+	changed bool
+}
+
+type sesWork struct {
+	rec   *Session // working copy
+	rev   uint64
+	delta Totals
+	dirty bool
+}
+
+type accepted struct {
+	seq uint64
+	ev  *events.Attempt
+}
+
+func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
+	var (
+		items   []accepted
+		rejects []rejection
+		q       uint64
+	)
+	for _, m := range msgs {
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("projection: message without JetStream metadata: %w", err)
+		}
+		seq := md.Sequence.Stream
+		if seq <= b.cp {
+			continue // delivered again; already applied
+		}
+		q = seq
+		ev, err := events.Decode(m.Data())
+		if err == nil {
+			err = events.CheckSubject(m.Subject(), ev)
+		}
+		if err != nil {
+			rejects = append(rejects, rejectionOf(seq, m, err))
+			continue
+		}
+		items = append(items, accepted{seq: seq, ev: ev})
+	}
+	if q == 0 {
+		return nil
+	}
+
+	reqs, reqOrder, err := b.loadRequests(ctx, items)
+	if err != nil {
+		return err
+	}
+	sess, sesOrder, err := b.loadSessions(ctx, reqs, reqOrder)
+	if err != nil {
+		return err
+	}
+	for i := range items {
+		it := &items[i]
+		w := reqs[it.ev.RequestID]
+		if w.rec.Exists() && w.rec.SessionID != it.ev.SessionID {
+			rejects = append(rejects, rejection{
+				seq: it.seq, reason: events.ReasonSessionConflict,
+				detail:  fmt.Sprintf("request %q is already recorded under session %q; this event names session %q", it.ev.RequestID, w.rec.SessionID, it.ev.SessionID),
+				subject: events.Subject(it.ev.SessionID, it.ev.RequestID),
+			})
+			continue
+		}
+		if w.rec.Apply(it.ev) {
+			w.changed = true
+		}
+	}
+
+	var reqPuts []put
+	var reqWritten []*reqWork
+	for _, key := range reqOrder {
+		w := reqs[key]
+		now := w.rec.Contribution()
+		if !w.changed && now == w.held {
+			continue
+		}
+		s := sess[w.rec.SessionID]
+		if w.changed && s.rec.Seq >= q {
+			return fmt.Errorf("%w: session %q absorbed batch %d but request %q gains events from batch %d", ErrInvariant, s.rec.SessionID, s.rec.Seq, key, q)
+		}
+		w.rec.Seq = q
+		w.rec.Held = w.held
+		s.delta = s.delta.Add(now.Sub(w.held))
+		s.dirty = true
+		data, err := json.Marshal(w.rec)
+		if err != nil {
+			return err
+		}
+		reqPuts = append(reqPuts, put{key: key, value: data, rev: w.rev})
+		reqWritten = append(reqWritten, w)
+	}
+	var sesPuts []put
+	var sesWritten []*sesWork
+	for _, key := range sesOrder {
+		s := sess[key]
+		if !s.dirty || s.delta == (Totals{}) {
+			continue
+		}
+		s.rec.Totals = s.rec.Totals.Add(s.delta)
+		s.rec.Seq = max(s.rec.Seq, q)
+		data, err := json.Marshal(s.rec)
+		if err != nil {
+			return err
+		}
+		sesPuts = append(sesPuts, put{key: key, value: data, rev: s.rev})
+		sesWritten = append(sesWritten, s)
+	}
+
+	// Commit: rejections, then requests, then sessions, then the
+	// checkpoint. Any prefix of this sequence is a state the next batch
+	// recovers from (see the package comment).
+	if err := b.recordRejects(ctx, rejects); err != nil {
+		return err
+	}
+	if err := b.fault(FaultAfterRejects); err != nil {
+		return err
+	}
+	if err := b.fault(FaultBeforeWrites); err != nil {
+		return err
+	}
+	if err := b.putHalves(ctx, b.res.requests, reqPuts, FaultMidRequests); err != nil {
+		return err
+	}
+	if err := b.fault(FaultBetweenBuckets); err != nil {
+		return err
+	}
+	if err := b.putHalves(ctx, b.res.sessions, sesPuts, FaultMidSessions); err != nil {
+		return err
+	}
+	if err := b.fault(FaultBeforeCheckpoint); err != nil {
+		return err
+	}
+	cpData, _ := json.Marshal(checkpoint{Seq: q})
+	cpPut := []put{{key: checkpointKey, value: cpData, rev: b.cpRev}}
+	if err := newBucket(b.agg.cfg.JS, b.res.state).putAll(ctx, cpPut); err != nil {
+		return fmt.Errorf("projection: committing checkpoint %d: %w", q, err)
+	}
+	b.cp, b.cpRev = q, cpPut[0].rev
+	b.agg.applied.Store(q)
+	if err := b.fault(FaultAfterCheckpoint); err != nil {
+		return err
+	}
+
+	for i, w := range reqWritten {
+		w.rev = reqPuts[i].rev
+	}
+	for i, s := range sesWritten {
+		s.rev = sesPuts[i].rev
+	}
+	for key, w := range reqs {
+		b.cache.putRequest(key, cachedRequest{rec: w.rec, rev: w.rev})
+	}
+	for key, s := range sess {
+		b.cache.putSession(key, cachedSession{rec: s.rec, rev: s.rev})
+	}
+	b.agg.stats.batches.Add(1)
+	b.agg.stats.events.Add(uint64(len(items)))
+	return nil
+}
+
+func (b *batcher) fault(p FaultPoint) error {
+	if b.agg.cfg.Faults == nil {
+		return nil
+	}
+	if err := b.agg.cfg.Faults(p); err != nil {
+		return crashError{err}
+	}
+	return nil
+}
+
+// putHalves writes puts in one pipelined round; with a fault seam set, in
+// two halves with the seam between them.
+func (b *batcher) putHalves(ctx context.Context, bk *bucket, puts []put, mid FaultPoint) error {
+	if b.agg.cfg.Faults == nil || len(puts) < 2 {
+		if err := bk.putAll(ctx, puts); err != nil {
+			return err
+		}
+		return b.fault(mid)
+	}
+	h := len(puts) / 2
+	if err := bk.putAll(ctx, puts[:h]); err != nil {
+		return err
+	}
+	if err := b.fault(mid); err != nil {
+		return err
+	}
+	return bk.putAll(ctx, puts[h:])
+}
+
+// loadRequests returns a working copy of every request the batch names,
+// with its stored revision, in order of first appearance.
+func (b *batcher) loadRequests(ctx context.Context, items []accepted) (map[string]*reqWork, []string, error) {
+	reqs := make(map[string]*reqWork, len(items))
+	order := make([]string, 0, len(items))
+	for i := range items {
+		ev := items[i].ev
+		if _, ok := reqs[ev.RequestID]; ok {
+			continue
+		}
+		w := &reqWork{}
+		if c, ok := b.cache.request(ev.RequestID); ok {
+			w.rec, w.rev = c.rec.clone(), c.rev
+		} else {
+			data, rev, err := b.res.requests.get(ctx, ev.RequestID)
+			if err != nil {
+				return nil, nil, err
+			}
+			if data == nil {
+				w.rec = NewRequest(ev.RequestID, ev.SessionID)
+			} else {
+				var r Request
+				if err := json.Unmarshal(data, &r); err != nil {
+					return nil, nil, fmt.Errorf("%w: stored request %q is not readable: %v", ErrInvariant, ev.RequestID, err)
+				}
+				w.rec, w.rev = &r, rev
+			}
+		}
+		reqs[ev.RequestID] = w
+		order = append(order, ev.RequestID)
+	}
+	return reqs, order, nil
+}
+
+// loadSessions returns a working copy of the session of every request, and
+// fills in what each session holds for its stored request.
+func (b *batcher) loadSessions(ctx context.Context, reqs map[string]*reqWork, reqOrder []string) (map[string]*sesWork, []string, error) {
+	sess := make(map[string]*sesWork)
+	var order []string
+	for _, key := range reqOrder {
+		w := reqs[key]
+		id := w.rec.SessionID
+		s, ok := sess[id]
+		if !ok {
+			s = &sesWork{}
+			if c, hit := b.cache.session(id); hit {
+				cp := *c.rec
+				s.rec, s.rev = &cp, c.rev
+			} else {
+				data, rev, err := b.res.sessions.get(ctx, id)
+				if err != nil {
+					return nil, nil, err
+				}
+				s.rec = &Session{SessionID: id}
+				if data != nil {
+					if err := json.Unmarshal(data, s.rec); err != nil {
+						return nil, nil, fmt.Errorf("%w: stored session %q is not readable: %v", ErrInvariant, id, err)
+					}
+					s.rev = rev
+				}
+			}
+			sess[id] = s
+			order = append(order, id)
+		}
+		if w.rev != 0 {
+			w.held = heldBy(w.rec, s.rec)
+		}
+	}
+	return sess, order, nil
+}
+
+func rejectionOf(seq uint64, m jetstream.Msg, err error) rejection {
+	r := rejection{seq: seq, subject: m.Subject(), data: m.Data(), reason: events.ReasonMalformedJSON, detail: err.Error()}
+	if re, ok := err.(*events.RejectError); ok {
+		r.reason, r.detail = re.Reason, re.Detail
+	}
+	return r
+}
+
+// recordRejects records each rejection once, in stream order, waiting for
+// each to be stored before the next so that lastRejectedSeq is exact.
+func (b *batcher) recordRejects(ctx context.Context, rejects []rejection) error {
+	if len(rejects) == 0 {
+		return nil
+	}
+	slices.SortFunc(rejects, func(x, y rejection) int { return cmpUint(x.seq, y.seq) })
+	for i, r := range rejects {
+		if r.seq <= b.rejectFloor {
+			continue // recorded before a crash
+		}
+		m := nats.NewMsg(events.RejectedSubject(r.reason, r.seq))
+		m.Data = r.data
+		m.Header.Set(events.HeaderRejectReason, string(r.reason))
+		m.Header.Set(events.HeaderRejectDetail, oneLine(r.detail))
+		m.Header.Set(events.HeaderOriginalSubject, r.subject)
+		m.Header.Set(headerOriginalSeq, strconv.FormatUint(r.seq, 10))
+		m.Header.Set(nats.MsgIdHdr, "rejected-"+strconv.FormatUint(r.seq, 10))
+		if _, err := b.agg.cfg.JS.PublishMsg(ctx, m); err != nil {
+			return fmt.Errorf("projection: recording rejection of sequence %d: %w", r.seq, err)
+		}
+		b.rejectFloor = r.seq
+		b.agg.stats.rejected.Add(1)
+		b.agg.log.Warn("aggregator: rejected event", "seq", r.seq, "reason", r.reason, "detail", r.detail)
+		if i == 0 {
+			if err := b.fault(FaultBetweenRejectsPut); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// oneLine makes a header value of a detail: no line breaks.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, s)
+}

@@ -1,0 +1,341 @@
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/natstest"
+	"github.com/agentledger/ledger/internal/topology"
+)
+
+// wire is one message as published: what the model and the stream see.
+type wire struct {
+	subject string
+	data    []byte
+	msgID   string // "" publishes without Nats-Msg-Id
+}
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// ulidAt makes a deterministic ULID: n orders them.
+func ulidAt(n int) string {
+	var id ulid.ULID
+	_ = id.SetTime(uint64(t0.UnixMilli()) + uint64(n))
+	return id.String()
+}
+
+type evSpec struct {
+	n         int // event id ordinal
+	session   string
+	request   string
+	attempt   int
+	success   bool
+	final     bool
+	in, out   int64
+	cacheRead int64
+}
+
+func (s evSpec) event() *events.Attempt {
+	a := &events.Attempt{
+		Schema:     events.SchemaV1,
+		EventID:    ulidAt(s.n),
+		RequestID:  s.request,
+		SessionID:  s.session,
+		Attempt:    s.attempt,
+		Outcome:    events.OutcomeSuccess,
+		Final:      true,
+		Provider:   "anthropic",
+		Model:      "claude-test",
+		Usage:      events.Usage{InputTokens: s.in, OutputTokens: s.out, CacheReadInputTokens: s.cacheRead},
+		StartedAt:  t0.Add(time.Duration(s.n) * time.Second),
+		FinishedAt: t0.Add(time.Duration(s.n)*time.Second + 500*time.Millisecond),
+	}
+	if !s.success {
+		a.Outcome = events.OutcomeError
+		a.Final = s.final
+		a.Error = &events.AttemptError{Kind: events.KindTimeout, Retryable: !s.final, Message: "timed out"}
+	}
+	return a
+}
+
+func (s evSpec) wire(t testing.TB) wire {
+	t.Helper()
+	a := s.event()
+	data, err := events.Marshal(a)
+	require.NoError(t, err)
+	return wire{subject: events.Subject(a.SessionID, a.RequestID), data: data, msgID: a.EventID}
+}
+
+// env is one test's server, connection and topology.
+type env struct {
+	t  testing.TB
+	nc *nats.Conn
+	js jetstream.JetStream
+	ss *natstest.Server
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	ss, nc, js := natstest.StartJS(t)
+	_, err := topology.EnsureAttempts(context.Background(), js, topology.Config{})
+	require.NoError(t, err)
+	return &env{t: t, nc: nc, js: js, ss: ss}
+}
+
+func (e *env) publish(ws ...wire) {
+	e.t.Helper()
+	ctx := context.Background()
+	for _, w := range ws {
+		m := nats.NewMsg(w.subject)
+		m.Data = w.data
+		if w.msgID != "" {
+			m.Header.Set(nats.MsgIdHdr, w.msgID)
+		}
+		_, err := e.js.PublishMsg(ctx, m)
+		require.NoError(e.t, err)
+	}
+}
+
+func (e *env) lastSeq() uint64 {
+	e.t.Helper()
+	s, err := e.js.Stream(context.Background(), events.AttemptsStream)
+	require.NoError(e.t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(e.t, err)
+	return info.State.LastSeq
+}
+
+// running is an aggregator started by a test.
+type running struct {
+	agg    *Aggregator
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (e *env) start(cfg Config) *running {
+	e.t.Helper()
+	cfg.JS = e.js
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = 300 * time.Millisecond
+	}
+	if cfg.RetryDelay == 0 {
+		cfg.RetryDelay = 20 * time.Millisecond
+	}
+	agg, err := New(cfg)
+	require.NoError(e.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{agg: agg, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- agg.Run(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		<-r.done
+	})
+	return r
+}
+
+// stop cancels a running aggregator and returns what Run returned.
+func (r *running) stop(t testing.TB) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("aggregator did not stop within 30s")
+		return nil
+	}
+}
+
+// waitCheckpoint waits until the stored checkpoint reaches seq.
+func (e *env) waitCheckpoint(seq uint64) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		cp, err := ReadCheckpoint(context.Background(), e.js)
+		return err == nil && cp >= seq
+	}, 30*time.Second, 5*time.Millisecond, "checkpoint never reached %d", seq)
+}
+
+// ledger reads both buckets: contract views keyed by ID.
+func (e *env) ledger() (map[string]RequestView, map[string]SessionView) {
+	e.t.Helper()
+	ctx := context.Background()
+	reqs := map[string]RequestView{}
+	sess := map[string]SessionView{}
+	for _, b := range []string{events.RequestsBucket, events.SessionsBucket} {
+		kv, err := e.js.KeyValue(ctx, b)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			continue
+		}
+		require.NoError(e.t, err)
+		lister, err := kv.ListKeys(ctx)
+		require.NoError(e.t, err)
+		for key := range lister.Keys() {
+			entry, err := kv.Get(ctx, key)
+			require.NoError(e.t, err)
+			if b == events.RequestsBucket {
+				var r Request
+				require.NoError(e.t, json.Unmarshal(entry.Value(), &r))
+				reqs[key] = r.View()
+			} else {
+				var s Session
+				require.NoError(e.t, json.Unmarshal(entry.Value(), &s))
+				sess[key] = s.View()
+			}
+		}
+	}
+	return reqs, sess
+}
+
+// rejections reads LEDGER_REJECTED: original sequence → reason, with a
+// count per sequence to catch duplicates.
+func (e *env) rejections() map[uint64][]string {
+	e.t.Helper()
+	ctx := context.Background()
+	out := map[uint64][]string{}
+	s, err := e.js.Stream(ctx, events.RejectedStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return out
+	}
+	require.NoError(e.t, err)
+	info, err := s.Info(ctx)
+	require.NoError(e.t, err)
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		require.NoError(e.t, err)
+		orig, err := strconv.ParseUint(m.Header.Get(headerOriginalSeq), 10, 64)
+		require.NoError(e.t, err)
+		reason := m.Header.Get(events.HeaderRejectReason)
+		require.Equal(e.t, events.RejectedSubject(events.Reason(reason), orig), m.Subject)
+		require.NotEmpty(e.t, m.Header.Get(events.HeaderRejectDetail))
+		require.NotEmpty(e.t, m.Header.Get(events.HeaderOriginalSubject))
+		out[orig] = append(out[orig], reason)
+	}
+	return out
+}
+
+// model is the in-memory reference: a direct, naive computation of the
+// ledger from the messages in stream order, written independently of the
+// projection's code.
+type model struct {
+	requests map[string]RequestView
+	sessions map[string]SessionView
+	rejected map[uint64][]string
+}
+
+func buildModel(ws []wire) model {
+	type att struct {
+		ev *events.Attempt
+	}
+	m := model{requests: map[string]RequestView{}, sessions: map[string]SessionView{}, rejected: map[uint64][]string{}}
+	owner := map[string]string{}
+	perReq := map[string]map[int]*events.Attempt{}
+	for i, w := range ws {
+		seq := uint64(i + 1)
+		ev, err := events.Decode(w.data)
+		if err == nil {
+			err = events.CheckSubject(w.subject, ev)
+		}
+		if err != nil {
+			var re *events.RejectError
+			if errors.As(err, &re) {
+				m.rejected[seq] = []string{string(re.Reason)}
+			}
+			continue
+		}
+		if s, ok := owner[ev.RequestID]; ok && s != ev.SessionID {
+			m.rejected[seq] = []string{string(events.ReasonSessionConflict)}
+			continue
+		}
+		owner[ev.RequestID] = ev.SessionID
+		if perReq[ev.RequestID] == nil {
+			perReq[ev.RequestID] = map[int]*events.Attempt{}
+		}
+		if cur, ok := perReq[ev.RequestID][ev.Attempt]; !ok || ev.EventID < cur.EventID {
+			perReq[ev.RequestID][ev.Attempt] = ev
+		}
+	}
+	for id, atts := range perReq {
+		v := RequestView{RequestID: id, SessionID: owner[id], WinningAttempt: -1, Attempts: len(atts)}
+		nums := make([]int, 0, len(atts))
+		for n := range atts {
+			nums = append(nums, n)
+		}
+		sort.Ints(nums)
+		anyFinal := false
+		for i, n := range nums {
+			ev := atts[n]
+			v.Billed = v.Billed.Add(ev.Usage)
+			if ev.Outcome == events.OutcomeSuccess {
+				v.WinningAttempt, v.Usage = n, ev.Usage
+			} else if ev.Final {
+				anyFinal = true
+			}
+			if i == 0 || ev.StartedAt.Before(v.FirstStartedAt) {
+				v.FirstStartedAt = ev.StartedAt
+			}
+			if i == 0 || ev.FinishedAt.After(v.LastFinishedAt) {
+				v.LastFinishedAt = ev.FinishedAt
+			}
+		}
+		pick := atts[nums[len(nums)-1]]
+		if v.WinningAttempt >= 0 {
+			pick = atts[v.WinningAttempt]
+		}
+		v.Provider, v.Model = pick.Provider, pick.Model
+		switch {
+		case v.WinningAttempt >= 0:
+			v.Status = StatusSucceeded
+		case anyFinal:
+			v.Status = StatusFailed
+		default:
+			v.Status = StatusPending
+		}
+		m.requests[id] = v
+		s := m.sessions[v.SessionID]
+		s.SessionID = v.SessionID
+		s.Requests++
+		switch v.Status {
+		case StatusSucceeded:
+			s.Succeeded++
+		case StatusFailed:
+			s.Failed++
+		default:
+			s.Pending++
+		}
+		s.Attempts += int64(v.Attempts)
+		s.Usage = s.Usage.Add(v.Usage)
+		s.Billed = s.Billed.Add(v.Billed)
+		m.sessions[v.SessionID] = s
+	}
+	return m
+}
+
+// requireLedger asserts that the live ledger equals the model.
+func (e *env) requireLedger(m model) {
+	e.t.Helper()
+	reqs, sess := e.ledger()
+	require.Equal(e.t, m.requests, reqs, "requests differ from the model")
+	require.Equal(e.t, m.sessions, sess, "sessions differ from the model")
+	require.Equal(e.t, m.rejected, e.rejections(), "rejections differ from the model")
+}
+
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return out
+}

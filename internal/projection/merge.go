@@ -1,0 +1,129 @@
+package projection
+
+import (
+	"sort"
+
+	"github.com/agentledger/ledger/internal/events"
+)
+
+// NewRequest returns the empty record of a request not seen before.
+func NewRequest(requestID, sessionID string) *Request {
+	return &Request{RequestID: requestID, SessionID: sessionID, Status: StatusPending, WinningAttempt: -1}
+}
+
+// Apply merges one accepted event into the record and reports whether the
+// record changed. It is a join: applying an event twice, or a set of events
+// in any order, gives the same record. The caller has checked that the
+// event belongs to this request and session.
+func (r *Request) Apply(ev *events.Attempt) bool {
+	i := sort.Search(len(r.Log), func(i int) bool { return r.Log[i].Attempt >= ev.Attempt })
+	if i < len(r.Log) && r.Log[i].Attempt == ev.Attempt {
+		if ev.EventID >= r.Log[i].EventID {
+			return false
+		}
+		r.Log[i] = entryOf(ev)
+	} else {
+		r.Log = append(r.Log, Entry{})
+		copy(r.Log[i+1:], r.Log[i:])
+		r.Log[i] = entryOf(ev)
+	}
+	r.derive()
+	return true
+}
+
+func entryOf(ev *events.Attempt) Entry {
+	return Entry{
+		Attempt:    ev.Attempt,
+		EventID:    ev.EventID,
+		Outcome:    ev.Outcome,
+		Final:      ev.Final,
+		Provider:   ev.Provider,
+		Model:      ev.Model,
+		Usage:      ev.Usage,
+		StartedAt:  ev.StartedAt,
+		FinishedAt: ev.FinishedAt,
+	}
+}
+
+// derive recomputes every contract field from the log.
+func (r *Request) derive() {
+	r.Attempts = len(r.Log)
+	r.WinningAttempt = -1
+	r.Usage = events.Usage{}
+	r.Billed = events.Usage{}
+	anyFinal := false
+	var from *Entry
+	for i := range r.Log {
+		e := &r.Log[i]
+		r.Billed = r.Billed.Add(e.Usage)
+		if e.Outcome == events.OutcomeSuccess {
+			r.WinningAttempt = e.Attempt // the log is sorted: the last success is the highest
+			r.Usage = e.Usage
+			from = e
+		} else if e.Final {
+			anyFinal = true
+		}
+		if i == 0 || e.StartedAt.Before(r.FirstStartedAt) {
+			r.FirstStartedAt = e.StartedAt
+		}
+		if i == 0 || e.FinishedAt.After(r.LastFinishedAt) {
+			r.LastFinishedAt = e.FinishedAt
+		}
+	}
+	switch {
+	case r.WinningAttempt >= 0:
+		r.Status = StatusSucceeded
+	case anyFinal:
+		r.Status = StatusFailed
+	default:
+		r.Status = StatusPending
+	}
+	// Provider and model: the winning attempt's, else the latest attempt's.
+	if from == nil && len(r.Log) > 0 {
+		from = &r.Log[len(r.Log)-1]
+	}
+	if from != nil {
+		r.Provider, r.Model = from.Provider, from.Model
+	}
+}
+
+// Exists reports whether any event has been accepted for the request.
+func (r *Request) Exists() bool { return len(r.Log) > 0 }
+
+// Contribution is what the request adds to its session's totals.
+func (r *Request) Contribution() Totals {
+	if !r.Exists() {
+		return Totals{}
+	}
+	t := Totals{Requests: 1, Attempts: int64(r.Attempts), Usage: r.Usage, Billed: r.Billed}
+	switch r.Status {
+	case StatusSucceeded:
+		t.Succeeded = 1
+	case StatusFailed:
+		t.Failed = 1
+	default:
+		t.Pending = 1
+	}
+	return t
+}
+
+// heldBy returns what session s currently holds for r (as stored): the
+// record's contribution when s has absorbed the batch that wrote r, else
+// what s held before that batch.
+func heldBy(r *Request, s *Session) Totals {
+	if r == nil {
+		return Totals{}
+	}
+	if s != nil && s.Seq >= r.Seq {
+		return r.Contribution()
+	}
+	return r.Held
+}
+
+// clone returns a deep copy of r, so a batch can work on a copy of a
+// cached record and drop it on failure.
+func (r *Request) clone() *Request {
+	c := *r
+	c.Log = append([]Entry(nil), r.Log...)
+	return &c
+}

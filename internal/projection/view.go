@@ -1,0 +1,40 @@
+package projection
+
+import (
+	"time"
+
+	"github.com/agentledger/ledger/internal/events"
+)
+
+// RequestView is a request record's wire contract v1 fields only.
+type RequestView struct {
+	RequestID      string       `json:"request_id"`
+	SessionID      string       `json:"session_id"`
+	Provider       string       `json:"provider"`
+	Model          string       `json:"model"`
+	Status         string       `json:"status"`
+	Attempts       int          `json:"attempts"`
+	WinningAttempt int          `json:"winning_attempt"`
+	Usage          events.Usage `json:"usage"`
+	Billed         events.Usage `json:"billed"`
+	FirstStartedAt time.Time    `json:"first_started_at"`
+	LastFinishedAt time.Time    `json:"last_finished_at"`
+}
+
+// View returns the contract fields of r.
+func (r *Request) View() RequestView {
+	return RequestView{
+		RequestID: r.RequestID, SessionID: r.SessionID, Provider: r.Provider, Model: r.Model,
+		Status: r.Status, Attempts: r.Attempts, WinningAttempt: r.WinningAttempt,
+		Usage: r.Usage, Billed: r.Billed, FirstStartedAt: r.FirstStartedAt, LastFinishedAt: r.LastFinishedAt,
+	}
+}
+
+// SessionView is a session record's wire contract v1 fields only.
+type SessionView struct {
+	SessionID string `json:"session_id"`
+	Totals
+}
+
+// View returns the contract fields of s.
+func (s *Session) View() SessionView { return SessionView{SessionID: s.SessionID, Totals: s.Totals} }
