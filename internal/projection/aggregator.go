@@ -398,5 +398,3 @@ func lastRejectedSeq(ctx context.Context, rejected jetstream.Stream) (uint64, er
 
 // headerOriginalSeq carries the original stream sequence of a rejection.
 const headerOriginalSeq = "Ledger-Original-Sequence"
-
-
