@@ -19,8 +19,9 @@ type Server struct {
 
 // FromConfig starts a server from a nats-server configuration file
 // (normally nats.conf), forcing JetStream on. storeDir, when not empty,
-// overrides the file's store_dir.
-func FromConfig(path, storeDir string) (*Server, error) {
+// overrides the file's store_dir. The server logs to stderr only when logs
+// is true.
+func FromConfig(path, storeDir string, logs bool) (*Server, error) {
 	opts, err := server.ProcessConfigFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: reading %s: %w", path, err)
@@ -29,6 +30,7 @@ func FromConfig(path, storeDir string) (*Server, error) {
 	if storeDir != "" {
 		opts.StoreDir = storeDir
 	}
+	opts.NoLog = !logs
 	return Start(opts)
 }
 

@@ -398,3 +398,34 @@ func lastRejectedSeq(ctx context.Context, rejected jetstream.Stream) (uint64, er
 
 // headerOriginalSeq carries the original stream sequence of a rejection.
 const headerOriginalSeq = "Ledger-Original-Sequence"
+
+// WaitCaughtUp polls until the live checkpoint reaches the last sequence of
+// LEDGER_ATTEMPTS, read at each poll, and returns both. It returns ctx's
+// error (with the last values seen) when ctx ends first.
+func WaitCaughtUp(ctx context.Context, js jetstream.JetStream, poll time.Duration) (applied, last uint64, err error) {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		applied, err = ReadCheckpoint(ctx, js)
+		if err != nil && ctx.Err() == nil {
+			return 0, 0, err
+		}
+		if err == nil {
+			s, serr := js.Stream(ctx, events.AttemptsStream)
+			if serr == nil {
+				info, ierr := s.Info(ctx)
+				if ierr == nil {
+					last = info.State.LastSeq
+					if applied >= last {
+						return applied, last, nil
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return applied, last, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
