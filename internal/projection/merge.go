@@ -18,10 +18,11 @@ func NewRequest(requestID, sessionID string) *Request {
 func (r *Request) Apply(ev *events.Attempt) bool {
 	i := sort.Search(len(r.Log), func(i int) bool { return r.Log[i].Attempt >= ev.Attempt })
 	if i < len(r.Log) && r.Log[i].Attempt == ev.Attempt {
-		if ev.EventID >= r.Log[i].EventID {
+		e := entryOf(ev)
+		if !entryLess(e, r.Log[i]) {
 			return false
 		}
-		r.Log[i] = entryOf(ev)
+		r.Log[i] = e
 	} else {
 		r.Log = append(r.Log, Entry{})
 		copy(r.Log[i+1:], r.Log[i:])
@@ -43,6 +44,41 @@ func entryOf(ev *events.Attempt) Entry {
 		StartedAt:  ev.StartedAt,
 		FinishedAt: ev.FinishedAt,
 	}
+}
+
+// entryLess orders competing events for one attempt number: the smaller
+// event_id wins. Two different bodies under one event_id break the
+// contract (event_id is unique per attempt); they are ordered by their
+// content so that the record still does not depend on arrival order.
+func entryLess(a, b Entry) bool {
+	if a.EventID != b.EventID {
+		return a.EventID < b.EventID
+	}
+	if a.Outcome != b.Outcome {
+		return a.Outcome < b.Outcome
+	}
+	if a.Final != b.Final {
+		return !a.Final
+	}
+	if a.Provider != b.Provider {
+		return a.Provider < b.Provider
+	}
+	if a.Model != b.Model {
+		return a.Model < b.Model
+	}
+	for _, p := range [][2]int64{
+		{a.Usage.InputTokens, b.Usage.InputTokens},
+		{a.Usage.OutputTokens, b.Usage.OutputTokens},
+		{a.Usage.CacheReadInputTokens, b.Usage.CacheReadInputTokens},
+		{a.Usage.CacheCreationInputTokens, b.Usage.CacheCreationInputTokens},
+		{a.StartedAt.UnixNano(), b.StartedAt.UnixNano()},
+		{a.FinishedAt.UnixNano(), b.FinishedAt.UnixNano()},
+	} {
+		if p[0] != p[1] {
+			return p[0] < p[1]
+		}
+	}
+	return false
 }
 
 // derive recomputes every contract field from the log.

@@ -1,0 +1,47 @@
+# Usage ledger for fleets of LLM agents. `make run` and `make test` are the
+# two commands a newcomer needs; see README.md.
+
+GO      ?= go
+BIN     := bin
+RUN_DIR ?= data/run
+
+.PHONY: all build run test race vet fmt fmt-check tidy-check fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+# Starts the embedded NATS server and the aggregator, runs a simulated fleet
+# that produces retries with billed failed attempts, waits until the ledger
+# has caught up, prints the report and stops everything cleanly.
+run: build
+	RUN_DIR=$(RUN_DIR) BIN=$(BIN) ./scripts/run.sh
+
+# go vet, then every test with the race detector.
+test: vet
+	$(GO) test -race -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+tidy-check:
+	$(GO) mod tidy -diff
+
+# A minute of fuzzing of the event decoder (seed corpus in
+# internal/events/testdata/fuzz).
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./internal/events/
+
+# Go benchmarks of the hot pieces.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf $(BIN) data
