@@ -91,7 +91,8 @@ func EnsureRejected(ctx context.Context, js jetstream.JetStream, c Config) (jets
 		Storage:     jetstream.FileStorage,
 		Duplicates:  c.DuplicateWindow,
 		Replicas:    c.Replicas,
-		DenyDelete:  true,
+		// Not DenyPurge: a rebuild replaces the rejections with those of
+		// the current code.
 	})
 }
 
