@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -17,32 +19,42 @@ import (
 // *RejectError whose Reason is ReasonMalformedJSON, ReasonUnknownSchema or
 // ReasonInvalidField; for the last, Err is the *FieldError.
 //
+// Member names are matched exactly (JSON is case-sensitive: "Event_ID" is an
+// unknown member, not event_id); when a name appears twice the last one
+// counts. Strings must be valid UTF-8 with no lone surrogate escapes.
+//
 // Decode is the single place that knows event versions: a new version adds
 // a decoder to the table below that returns the same Attempt, so that old
 // events replay unchanged under new code.
 func Decode(data []byte) (*Attempt, error) {
-	var probe struct {
-		Schema json.RawMessage `json:"schema"`
+	obj, rerr := parseBody(data)
+	if rerr != nil {
+		return nil, rerr
 	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, malformed(err)
-	}
-	if len(probe.Schema) == 0 || bytes.Equal(probe.Schema, []byte("null")) {
+	raw, ok := obj["schema"]
+	if !ok || kindOf(raw) == "null" {
 		return nil, rejectf(ReasonUnknownSchema, "the event has no schema field; expected %q", SchemaV1)
 	}
-	var schema string
-	if err := json.Unmarshal(probe.Schema, &schema); err != nil {
-		return nil, rejectf(ReasonUnknownSchema, "schema must be a string such as %q, got %s", SchemaV1, clip(string(probe.Schema)))
+	schema, ok := decodeString(raw)
+	if !ok {
+		if kindOf(raw) == "string" {
+			return nil, rejectf(ReasonUnknownSchema, "schema must be valid UTF-8 such as %q", SchemaV1)
+		}
+		return nil, rejectf(ReasonUnknownSchema, "schema must be a string such as %q, got a JSON %s", SchemaV1, kindOf(raw))
 	}
 	dec, ok := decoders[schema]
 	if !ok {
 		return nil, rejectf(ReasonUnknownSchema, "schema %q is not known to this aggregator; it knows %q", clip(schema), SchemaV1)
 	}
-	return dec(data)
+	return dec(data, obj)
 }
 
-// decoders maps a schema to the function that decodes and validates it.
-var decoders = map[string]func([]byte) (*Attempt, error){}
+// decoder decodes and validates the body of one schema version; obj is the
+// body already parsed into its members.
+type decoder func(data []byte, obj object) (*Attempt, error)
+
+// decoders maps a schema to its decoder.
+var decoders = map[string]decoder{}
 
 func init() { decoders[SchemaV1] = decodeV1 }
 
@@ -50,7 +62,22 @@ func init() { decoders[SchemaV1] = decodeV1 }
 // tests that show old events replaying beside a newer layout. It is not safe
 // to call concurrently with Decode.
 func RegisterDecoder(schema string, dec func([]byte) (*Attempt, error)) {
-	decoders[schema] = dec
+	decoders[schema] = func(data []byte, _ object) (*Attempt, error) { return dec(data) }
+}
+
+// object is a JSON object whose members are looked up by exact name.
+type object map[string]json.RawMessage
+
+// parseBody reads the event body, which must be a JSON object.
+func parseBody(data []byte) (object, *RejectError) {
+	var obj object
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, malformed(err)
+	}
+	if obj == nil {
+		return nil, rejectf(ReasonMalformedJSON, "the body must be a JSON object, got JSON null")
+	}
+	return obj, nil
 }
 
 func malformed(err error) *RejectError {
@@ -65,49 +92,234 @@ func malformed(err error) *RejectError {
 	return rejectf(ReasonMalformedJSON, "the body is not valid JSON: %s", err.Error())
 }
 
-// v1 is the raw layout of a v1 event: pointers and json.Number tell a
-// missing field from a zero one and an integer from a fraction.
-type v1 struct {
-	Schema            string          `json:"schema"`
-	EventID           *string         `json:"event_id"`
-	RequestID         *string         `json:"request_id"`
-	SessionID         *string         `json:"session_id"`
-	Attempt           *json.Number    `json:"attempt"`
-	Outcome           *string         `json:"outcome"`
-	Final             *bool           `json:"final"`
-	Provider          *string         `json:"provider"`
-	Model             *string         `json:"model"`
-	Usage             *v1Usage        `json:"usage"`
-	Error             json.RawMessage `json:"error"`
-	StartedAt         *string         `json:"started_at"`
-	FinishedAt        *string         `json:"finished_at"`
-	ProviderRequestID *string         `json:"provider_request_id"`
-}
-
-type v1Usage struct {
-	InputTokens              *json.Number `json:"input_tokens"`
-	OutputTokens             *json.Number `json:"output_tokens"`
-	CacheReadInputTokens     *json.Number `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens *json.Number `json:"cache_creation_input_tokens"`
-}
-
-type v1Error struct {
-	Kind      *string      `json:"kind"`
-	Status    *json.Number `json:"status"`
-	Retryable *bool        `json:"retryable"`
-	Message   *string      `json:"message"`
-}
-
-func decodeV1(data []byte) (*Attempt, error) {
-	var r v1
-	if err := json.Unmarshal(data, &r); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return nil, reject(ReasonInvalidField, fieldErr(te.Field, "must be a JSON %s, got a JSON %s", jsonKind(te.Type.String()), te.Value))
-		}
-		return nil, malformed(err)
+// kindOf names the JSON type of a syntactically valid value.
+func kindOf(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "null"
 	}
-	a, ferr := r.attempt()
+	switch raw[0] {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// members reads the members of one JSON object of an event; prefix is the
+// dotted path of the object ("" for the body, "usage." for usage).
+type members struct {
+	obj    object
+	prefix string
+}
+
+// get returns the member's raw value; a null member counts as missing.
+func (m members) get(name string) (json.RawMessage, bool) {
+	raw, ok := m.obj[name]
+	if !ok || kindOf(raw) == "null" {
+		return nil, false
+	}
+	return raw, true
+}
+
+func (m members) typeErr(name, want string, raw json.RawMessage) *FieldError {
+	return fieldErr(m.prefix+name, "must be a JSON %s, got a JSON %s", want, kindOf(raw))
+}
+
+// str reads a string member. A missing one is an error when required and
+// "" otherwise.
+func (m members) str(name string, required bool) (string, *FieldError) {
+	raw, ok := m.get(name)
+	if !ok {
+		if required {
+			return "", fieldErr(m.prefix+name, "is missing")
+		}
+		return "", nil
+	}
+	if kindOf(raw) != "string" {
+		return "", m.typeErr(name, "string", raw)
+	}
+	s, ok := decodeString(raw)
+	if !ok {
+		return "", fieldErr(m.prefix+name, "must be valid UTF-8 (no invalid bytes, no lone surrogate escapes)")
+	}
+	return s, nil
+}
+
+// boolean reads a required true/false member.
+func (m members) boolean(name string) (bool, *FieldError) {
+	raw, ok := m.get(name)
+	if !ok {
+		return false, fieldErr(m.prefix+name, "is missing; it must be true or false")
+	}
+	if kindOf(raw) != "boolean" {
+		return false, m.typeErr(name, "boolean", raw)
+	}
+	return raw[0] == 't', nil
+}
+
+// integer reads a whole-number member in [lo, hi]; rule words the range for
+// errors. A missing member is an error when required and 0 otherwise.
+func (m members) integer(name string, lo, hi int64, rule string, required bool) (int64, *FieldError) {
+	raw, ok := m.get(name)
+	if !ok {
+		if required {
+			return 0, fieldErr(m.prefix+name, "is missing; it must be %s", rule)
+		}
+		return 0, nil
+	}
+	if kindOf(raw) != "number" {
+		return 0, fieldErr(m.prefix+name, "must be %s written as a JSON number, got a JSON %s", rule, kindOf(raw))
+	}
+	v, whole, inRange := wholeNumber(string(raw))
+	switch {
+	case !whole:
+		return 0, fieldErr(m.prefix+name, "must be %s; %s is not a whole number", rule, clip(string(raw)))
+	case !inRange || v < lo || v > hi:
+		return 0, fieldErr(m.prefix+name, "must be %s, got %s", rule, clip(string(raw)))
+	}
+	return v, nil
+}
+
+// object reads an optional object member; ok is false when it is missing
+// or null.
+func (m members) object(name string) (members, bool, *FieldError) {
+	raw, ok := m.get(name)
+	if !ok {
+		return members{}, false, nil
+	}
+	if kindOf(raw) != "object" {
+		return members{}, false, m.typeErr(name, "object", raw)
+	}
+	var obj object
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		// Cannot happen: raw is a syntactically valid object.
+		return members{}, false, m.typeErr(name, "object", raw)
+	}
+	return members{obj: obj, prefix: m.prefix + name + "."}, true, nil
+}
+
+// decodeString decodes a JSON string literal. ok is false when the literal
+// is not a string or does not encode valid UTF-8: encoding/json would
+// silently replace invalid bytes and lone surrogates with U+FFFD.
+func decodeString(raw json.RawMessage) (string, bool) {
+	if kindOf(raw) != "string" || !utf8.Valid(raw) {
+		return "", false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), true // no escapes: the text is the string
+	}
+	if loneSurrogate(raw) {
+		return "", false
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// loneSurrogate reports whether a syntactically valid JSON string literal
+// has a \u escape of a UTF-16 surrogate that is not part of a pair.
+func loneSurrogate(lit []byte) bool {
+	for i := 0; i < len(lit); i++ {
+		if lit[i] != '\\' {
+			continue
+		}
+		i++
+		if i >= len(lit) || lit[i] != 'u' || i+4 >= len(lit) {
+			continue
+		}
+		r := hex4(lit[i+1 : i+5])
+		i += 4
+		switch {
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+6 < len(lit) && lit[i+1] == '\\' && lit[i+2] == 'u' {
+				if r2 := hex4(lit[i+3 : i+7]); r2 >= 0xDC00 && r2 <= 0xDFFF {
+					i += 6
+					continue
+				}
+			}
+			return true
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		}
+	}
+	return false
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
+}
+
+// wholeNumber evaluates a syntactically valid JSON number literal exactly,
+// without going through float64 (which would round 3.0000000000000001 to
+// 3). whole is false when the value has a fractional part; inRange is false
+// when it does not fit an int64. 3, 3.0, 3e0 and 0.3e1 are all the whole
+// number 3.
+func wholeNumber(lit string) (v int64, whole, inRange bool) {
+	neg := strings.HasPrefix(lit, "-")
+	lit = strings.TrimPrefix(lit, "-")
+	mant, expPart := lit, ""
+	if i := strings.IndexAny(lit, "eE"); i >= 0 {
+		mant, expPart = lit[:i], lit[i+1:]
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return 0, true, true // zero, whatever the exponent
+	}
+	exp := int64(-len(frac))
+	trimmed := strings.TrimRight(digits, "0")
+	exp += int64(len(digits) - len(trimmed))
+	digits = trimmed
+	if expPart != "" {
+		x, err := strconv.ParseInt(expPart, 10, 64)
+		const big = 1 << 40 // far beyond any int64, far from overflowing exp
+		if err != nil || x > big || x < -big {
+			if strings.HasPrefix(expPart, "-") {
+				return 0, false, false // a non-zero digit times 10^-huge
+			}
+			return 0, true, false
+		}
+		exp += x
+	}
+	if exp < 0 {
+		return 0, false, false
+	}
+	if int64(len(digits))+exp > 19 {
+		return 0, true, false
+	}
+	u, err := strconv.ParseUint(digits+strings.Repeat("0", int(exp)), 10, 64)
+	if err != nil || u > math.MaxInt64 {
+		return 0, true, false
+	}
+	if neg {
+		return -int64(u), true, true
+	}
+	return int64(u), true, true
+}
+
+func decodeV1(_ []byte, obj object) (*Attempt, error) {
+	a, ferr := attemptV1(members{obj: obj})
 	if ferr != nil {
 		return nil, reject(ReasonInvalidField, ferr)
 	}
@@ -117,160 +329,134 @@ func decodeV1(data []byte) (*Attempt, error) {
 	return a, nil
 }
 
-func (r *v1) attempt() (*Attempt, *FieldError) {
-	a := &Attempt{Schema: r.Schema}
+var (
+	attemptRule = fmt.Sprintf("an integer from 0 to %d", MaxAttempt)
+	tokensRule  = fmt.Sprintf("an integer from 0 to %d", int64(MaxTokens))
+	statusRule  = "an HTTP status from 100 to 599, or 0 when there is none"
+)
+
+// attemptV1 reads the members of a v1 body in the order of the contract and
+// stops at the first one that is missing or of the wrong type or range.
+// Validate then checks the rules that span fields.
+func attemptV1(m members) (*Attempt, *FieldError) {
+	a := &Attempt{Schema: SchemaV1}
 	var err *FieldError
-	str := func(field string, p *string, dst *string) {
-		if err != nil {
-			return
+	str := func(name string, dst *string, required bool) {
+		if err == nil {
+			*dst, err = m.str(name, required)
 		}
-		if p == nil {
-			err = fieldErr(field, "is missing")
-			return
-		}
-		*dst = *p
 	}
-	str("event_id", r.EventID, &a.EventID)
-	str("request_id", r.RequestID, &a.RequestID)
-	str("session_id", r.SessionID, &a.SessionID)
+	str("event_id", &a.EventID, true)
+	str("request_id", &a.RequestID, true)
+	str("session_id", &a.SessionID, true)
 	if err != nil {
 		return nil, err
 	}
-	if r.Attempt == nil {
-		return nil, fieldErr("attempt", "is missing; it must be an integer from 0 to %d", MaxAttempt)
-	}
-	n, ferr := integer("attempt", *r.Attempt, 0, MaxAttempt)
-	if ferr != nil {
-		return nil, ferr
+	n, err := m.integer("attempt", 0, MaxAttempt, attemptRule, true)
+	if err != nil {
+		return nil, err
 	}
 	a.Attempt = int(n)
 	var outcome string
-	str("outcome", r.Outcome, &outcome)
+	str("outcome", &outcome, true)
+	if err != nil {
+		return nil, err
+	}
 	a.Outcome = Outcome(outcome)
+	if a.Final, err = m.boolean("final"); err != nil {
+		return nil, err
+	}
+	str("provider", &a.Provider, true)
+	str("model", &a.Model, true)
 	if err != nil {
 		return nil, err
 	}
-	if r.Final == nil {
-		return nil, fieldErr("final", "is missing; it must be true or false")
-	}
-	a.Final = *r.Final
-	str("provider", r.Provider, &a.Provider)
-	str("model", r.Model, &a.Model)
+	u, ok, err := m.object("usage")
 	if err != nil {
 		return nil, err
 	}
-	if u := r.Usage; u != nil {
+	if ok {
 		for _, f := range []struct {
 			name string
-			n    *json.Number
 			dst  *int64
 		}{
-			{"usage.input_tokens", u.InputTokens, &a.Usage.InputTokens},
-			{"usage.output_tokens", u.OutputTokens, &a.Usage.OutputTokens},
-			{"usage.cache_read_input_tokens", u.CacheReadInputTokens, &a.Usage.CacheReadInputTokens},
-			{"usage.cache_creation_input_tokens", u.CacheCreationInputTokens, &a.Usage.CacheCreationInputTokens},
+			{"input_tokens", &a.Usage.InputTokens},
+			{"output_tokens", &a.Usage.OutputTokens},
+			{"cache_read_input_tokens", &a.Usage.CacheReadInputTokens},
+			{"cache_creation_input_tokens", &a.Usage.CacheCreationInputTokens},
 		} {
-			if f.n == nil {
-				continue
+			if *f.dst, err = u.integer(f.name, 0, MaxTokens, tokensRule, false); err != nil {
+				return nil, err
 			}
-			v, ferr := integer(f.name, *f.n, 0, MaxTokens)
-			if ferr != nil {
-				return nil, ferr
-			}
-			*f.dst = v
 		}
 	}
-	if len(r.Error) > 0 && !bytes.Equal(r.Error, []byte("null")) {
-		var e v1Error
-		if jerr := json.Unmarshal(r.Error, &e); jerr != nil {
-			var te *json.UnmarshalTypeError
-			if errors.As(jerr, &te) && te.Field != "" {
-				return nil, fieldErr("error."+te.Field, "must be a JSON %s, got a JSON %s", jsonKind(te.Type.String()), te.Value)
-			}
-			return nil, fieldErr("error", "must be an object with kind, status, retryable and message")
-		}
-		ae := &AttemptError{}
-		if e.Kind == nil {
-			return nil, fieldErr("error.kind", "is missing")
-		}
-		ae.Kind = ErrorKind(*e.Kind)
-		if e.Status != nil {
-			s, ferr := integer("error.status", *e.Status, 0, 999)
-			if ferr != nil {
-				return nil, ferr
-			}
-			ae.Status = int(s)
-		}
-		if e.Retryable == nil {
-			return nil, fieldErr("error.retryable", "is missing; it must be true or false")
-		}
-		ae.Retryable = *e.Retryable
-		if e.Message != nil {
-			ae.Message = *e.Message
-		}
-		a.Error = ae
-	}
-	var started, finished string
-	str("started_at", r.StartedAt, &started)
-	str("finished_at", r.FinishedAt, &finished)
+	e, ok, err := m.object("error")
 	if err != nil {
 		return nil, err
 	}
-	var ferr2 *FieldError
-	if a.StartedAt, ferr2 = parseTime("started_at", started); ferr2 != nil {
-		return nil, ferr2
+	if ok {
+		if a.Outcome == OutcomeSuccess {
+			return nil, fieldErr("error", "must be absent when outcome is %q", OutcomeSuccess)
+		}
+		if a.Error, err = errorV1(e); err != nil {
+			return nil, err
+		}
 	}
-	if a.FinishedAt, ferr2 = parseTime("finished_at", finished); ferr2 != nil {
-		return nil, ferr2
+	var started, finished string
+	str("started_at", &started, true)
+	str("finished_at", &finished, true)
+	if err != nil {
+		return nil, err
 	}
-	if r.ProviderRequestID != nil {
-		a.ProviderRequestID = *r.ProviderRequestID
+	if a.StartedAt, err = parseTime("started_at", started); err != nil {
+		return nil, err
+	}
+	if a.FinishedAt, err = parseTime("finished_at", finished); err != nil {
+		return nil, err
+	}
+	str("provider_request_id", &a.ProviderRequestID, false)
+	if err != nil {
+		return nil, err
 	}
 	return a, nil
 }
 
-// integer reads a JSON number that must be a whole number in [lo, hi].
-// 3, 3.0 and 3e0 are the same whole number; 3.5 is not.
-func integer(field string, n json.Number, lo, hi int64) (int64, *FieldError) {
-	s := string(n)
-	v, err := strconv.ParseInt(s, 10, 64)
+// errorV1 reads the error object: kind and retryable are required, status
+// defaults to 0 and message to "".
+func errorV1(e members) (*AttemptError, *FieldError) {
+	ae := &AttemptError{}
+	kind, err := e.str("kind", true)
 	if err != nil {
-		f, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-			return 0, fieldErr(field, "must be an integer from %d to %d, got %s", lo, hi, clip(s))
-		}
-		if f != math.Trunc(f) {
-			return 0, fieldErr(field, "must be a whole number, got %s", clip(s))
-		}
-		if f < float64(lo) || f > float64(hi) {
-			return 0, fieldErr(field, "must be from %d to %d, got %s", lo, hi, clip(s))
-		}
-		v = int64(f)
+		return nil, err
 	}
-	if v < lo || v > hi {
-		return 0, fieldErr(field, "must be from %d to %d, got %s", lo, hi, clip(s))
+	ae.Kind = ErrorKind(kind)
+	status, err := e.integer("status", 0, 599, statusRule, false)
+	if err != nil {
+		return nil, err
 	}
-	return v, nil
+	ae.Status = int(status)
+	if ae.Retryable, err = e.boolean("retryable"); err != nil {
+		return nil, err
+	}
+	if ae.Message, err = e.str("message", false); err != nil {
+		return nil, err
+	}
+	return ae, nil
 }
 
+// parseTime reads an RFC 3339 time and normalises it to UTC. The UTC year
+// must have four digits so that the time can be written back the
+// contract's way.
 func parseTime(field, s string) (time.Time, *FieldError) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, fieldErr(field, "must be an RFC 3339 time such as 2026-01-02T15:04:05.123456789Z, got %q", clip(s))
 	}
-	return t.UTC(), nil
-}
-
-func jsonKind(goType string) string {
-	switch goType {
-	case "string", "*string":
-		return "string"
-	case "bool", "*bool":
-		return "boolean"
-	case "json.Number", "*json.Number":
-		return "number"
+	t = t.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return time.Time{}, fieldErr(field, "must fall between the years 0000 and 9999 in UTC, got %q", clip(s))
 	}
-	return "object"
+	return t, nil
 }
 
 // clip keeps echoed input short in error details.
@@ -337,6 +523,14 @@ func (a *Attempt) Validate() error {
 	}
 	if a.FinishedAt.IsZero() {
 		return fieldErr("finished_at", "is missing")
+	}
+	for _, f := range []struct {
+		name string
+		t    time.Time
+	}{{"started_at", a.StartedAt}, {"finished_at", a.FinishedAt}} {
+		if y := f.t.UTC().Year(); y < 0 || y > 9999 {
+			return fieldErr(f.name, "must fall between the years 0000 and 9999 in UTC, got year %d", y)
+		}
 	}
 	if a.FinishedAt.Before(a.StartedAt) {
 		return fieldErr("finished_at", "must not be before started_at (%s < %s)", FormatTime(a.FinishedAt), FormatTime(a.StartedAt))

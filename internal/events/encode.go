@@ -31,14 +31,12 @@ type wireAttempt struct {
 func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
 // Marshal encodes an attempt as v1 JSON. It does not validate; Validate
-// does. A missing schema is written as SchemaV1.
+// does. It always writes schema SchemaV1, whatever a.Schema holds: the
+// layout it writes is v1's, so an attempt decoded from a newer layout is
+// written back as a v1 event that decodes to the same attempt.
 func Marshal(a *Attempt) ([]byte, error) {
-	schema := a.Schema
-	if schema == "" {
-		schema = SchemaV1
-	}
 	return json.Marshal(wireAttempt{
-		Schema:            schema,
+		Schema:            SchemaV1,
 		EventID:           a.EventID,
 		RequestID:         a.RequestID,
 		SessionID:         a.SessionID,
