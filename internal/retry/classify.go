@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"time"
@@ -100,10 +101,11 @@ func ClassifyHTTP(status int, header http.Header, now time.Time) Classification 
 	kind, retryable := StatusKind(status)
 	c := Classification{Kind: kind, Status: status, Retryable: retryable}
 	if header != nil {
-		switch strings.ToLower(strings.TrimSpace(header.Get("x-should-retry"))) {
-		case "true":
+		// Canonical keys: Get does not allocate for them.
+		switch v := strings.TrimSpace(header.Get("X-Should-Retry")); {
+		case strings.EqualFold(v, "true"):
 			c.Retryable = true
-		case "false":
+		case strings.EqualFold(v, "false"):
 			c.Retryable = false
 		}
 		c.Hint, c.HasHint = ParseRetryAfter(header, now)
@@ -127,21 +129,44 @@ func ClassifyTransport(callerCtx context.Context, err error) (Classification, bo
 		// The caller's context is live, so this was the attempt's own timeout.
 		return Classification{Kind: events.KindTimeout, Retryable: true, Message: Truncate(err.Error())}, true
 	}
-	var ne net.Error
-	if errors.As(err, &ne) {
+	if ne, ok := findNetError(err); ok {
 		if ne.Timeout() {
 			return Classification{Kind: events.KindTimeout, Retryable: true, Message: Truncate(err.Error())}, true
 		}
-		return Classification{Kind: events.KindConnection, Retryable: true, Message: Truncate(err.Error())}, true
-	}
-	var oe *net.OpError
-	if errors.As(err, &oe) {
 		return Classification{Kind: events.KindConnection, Retryable: true, Message: Truncate(err.Error())}, true
 	}
 	if isConnectionReset(err) {
 		return Classification{Kind: events.KindConnection, Retryable: true, Message: Truncate(err.Error())}, true
 	}
 	return Classification{}, false
+}
+
+// findNetError finds the first net.Error in err's chain, looking through
+// *url.Error: net/http wraps every client error in one, and it claims to be
+// a net.Error even when what it wraps (a certificate error, an unsupported
+// scheme) is no network failure and would fail again.
+func findNetError(err error) (net.Error, bool) {
+	for err != nil {
+		if _, isURL := err.(*url.Error); !isURL {
+			if ne, ok := err.(net.Error); ok {
+				return ne, true
+			}
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if ne, ok := findNetError(e); ok {
+					return ne, true
+				}
+			}
+			return nil, false
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
 }
 
 // isConnectionReset recognises a connection that broke mid-exchange, which
@@ -151,13 +176,22 @@ func isConnectionReset(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
 }
 
-// Truncate shortens s to at most events.MaxMessageBytes bytes without
-// splitting a UTF-8 character.
-func Truncate(s string) string {
-	if len(s) <= events.MaxMessageBytes {
+// Truncate makes s fit an event's error message: valid UTF-8 (invalid
+// bytes become U+FFFD, which JSON encoding would otherwise do after the
+// length check, growing the message) and at most events.MaxMessageBytes
+// bytes, cut without splitting a character.
+func Truncate(s string) string { return truncateTo(s, events.MaxMessageBytes) }
+
+// truncateTo is Truncate for a limit of max bytes.
+func truncateTo(s string, max int) string {
+	if len(s) <= max && utf8.ValidString(s) {
 		return s
 	}
-	cut := events.MaxMessageBytes
+	s = strings.ToValidUTF8(s, string(utf8.RuneError))
+	if len(s) <= max {
+		return s
+	}
+	cut := max
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

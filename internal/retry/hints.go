@@ -11,18 +11,20 @@ import (
 // retry-after-ms (milliseconds), then retry-after (seconds, fractional
 // allowed, or an HTTP date, relative to now). A missing, negative or
 // unparseable header gives ok false; a date in the past gives 0, true.
+//
+// The keys are looked up in canonical form, which does not allocate.
 func ParseRetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < maxHintMillis {
 			return time.Duration(ms * float64(time.Millisecond)), true
 		}
 	}
-	v := strings.TrimSpace(h.Get("retry-after"))
+	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0, false
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s < 0 || s >= maxHintMillis/1000 {
+		if !(s >= 0 && s < maxHintMillis/1000) { // also NaN
 			return 0, false
 		}
 		return time.Duration(s * float64(time.Second)), true

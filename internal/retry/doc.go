@@ -1,0 +1,55 @@
+// Package retry owns the retry middleware that every model call of an agent
+// goes through: it runs the call's attempts under a retry Policy, asks the
+// circuit breaker of the call's upstream before each one, classifies each
+// failure (provider classifiers first, then transport errors), honours the
+// server's Retry-After hints, and hands exactly one attempt event (wire
+// contract v1, events.Attempt) per attempt to a Sink.
+//
+// # Calls and attempts
+//
+// Do runs one logical call. Every attempt shares the call's request_id (the
+// caller's, or a fresh ULID) and session_id and gets its own event_id;
+// attempts are numbered from 0. The IDs are validated before anything else:
+// an invalid one is returned as an *events.FieldError and no attempt is
+// made and no event is published.
+//
+// Before each attempt Do checks the caller's context and the upstream's
+// breaker. A done context or a rejection by the breaker ends the call with
+// a final event for that attempt number (outcome error, kind canceled or
+// circuit_open, zero usage) without calling fn. After a failed attempt Do
+// decides at once whether there will be another one: it stops when the
+// failure is not retryable, the retries are used up, the server's hint is
+// longer than Policy.HintCap, or the wait would pass the caller's deadline.
+// The event of the attempt that ends the call has Final set, so a call ends
+// with exactly one final event.
+//
+// # Classification
+//
+// The Middleware's Classifier (normally a Chain of provider classifiers)
+// sees each error first; ClassifyTransport handles what it does not know;
+// anything left is KindOther and not retried. The caller's context being
+// done always wins: the attempt is KindCanceled and never retried, whereas
+// the expiry of an attempt's own timeout (Policy.AttemptTimeout) is a
+// retryable KindTimeout. Retryable failures count against the breaker;
+// failures that say nothing about the upstream's health (client, auth,
+// quota, canceled, other) are reported to it as breaker.Ignore.
+//
+// # Events
+//
+// Events go to a Sink (the emit package's publisher in production,
+// MemorySink in tests). Do hands each event over synchronously, before it
+// goes on, with a context that does not carry the caller's cancellation, so
+// the final event of a canceled call is recorded too; a Sink may block only
+// for backpressure. A refused event never changes the call's result: it is
+// counted in Stats.SinkErrors, logged and passed to Options.OnSinkError.
+//
+// # Time, randomness and identifiers
+//
+// The clock (Clock), the random source of the jitter and the ID generator
+// are injected through Options, so tests run deterministically with a fake
+// clock and never sleep. Delay, the backoff formula, is a pure function of
+// the policy, the retry number and a random value.
+//
+// The package starts no goroutines; everything happens on the caller's
+// goroutine, and a Middleware is safe for concurrent use.
+package retry

@@ -1,0 +1,134 @@
+package retry
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/agentledger/ledger/internal/breaker"
+	"github.com/agentledger/ledger/internal/events"
+)
+
+// ErrCircuitOpen is the breaker's sentinel, re-exported: the error of a call
+// that a breaker rejected satisfies errors.Is(err, ErrCircuitOpen), and
+// errors.As with *breaker.OpenError gives the details.
+var ErrCircuitOpen = breaker.ErrCircuitOpen
+
+// ErrInvalidOptions is the sentinel that every *OptionsError wraps.
+var ErrInvalidOptions = errors.New("retry: invalid options")
+
+// OptionsError says which field of Options breaks which rule.
+type OptionsError struct {
+	Field string // the Go name of the field, e.g. "Sink"
+	Rule  string
+	// Err is the underlying error, e.g. a *PolicyError for Field "Policy".
+	Err error
+}
+
+func (e *OptionsError) Error() string {
+	s := ErrInvalidOptions.Error() + ": " + e.Field + " " + e.Rule
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns ErrInvalidOptions and the underlying error, if any.
+func (e *OptionsError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalidOptions}
+	}
+	return []error{ErrInvalidOptions, e.Err}
+}
+
+// ErrInvalidCall is returned by Do when it is called without a context, a
+// Middleware or a function. (Invalid IDs give an *events.FieldError.)
+var ErrInvalidCall = errors.New("retry: invalid call")
+
+// StopReason says why a call ended without success.
+type StopReason string
+
+// The reasons a call ends without success.
+const (
+	// StopNonRetryable: the failure was not retryable.
+	StopNonRetryable StopReason = "non_retryable"
+	// StopExhausted: every attempt the policy allows failed.
+	StopExhausted StopReason = "retries_exhausted"
+	// StopHintOverCap: the server asked for a wait longer than HintCap.
+	StopHintOverCap StopReason = "hint_over_cap"
+	// StopDeadline: the wait before the next attempt would pass the
+	// caller's deadline.
+	StopDeadline StopReason = "deadline"
+	// StopCanceled: the caller's context ended.
+	StopCanceled StopReason = "canceled"
+	// StopCircuitOpen: the upstream's breaker rejected the attempt.
+	StopCircuitOpen StopReason = "circuit_open"
+)
+
+// CallError is the error Do returns for a call that ended without success.
+//
+// It unwraps to Err, the last error fn returned, so errors.As on a
+// provider SDK's error type works, and to Cause, what ended the call when
+// that was not fn's error: the breaker's *breaker.OpenError (so
+// errors.Is(err, ErrCircuitOpen) holds) or the caller's context error.
+type CallError struct {
+	// RequestID is the call's request_id.
+	RequestID string
+	// Attempts is how many times fn was called (attempts rejected by the
+	// breaker or skipped because the caller's context was done are not
+	// counted, although each has an event).
+	Attempts int
+	// Reason says why the call ended.
+	Reason StopReason
+	// Classification is that of the attempt that ended the call (kind
+	// circuit_open or canceled when no attempt was made).
+	Classification Classification
+	// Err is the last error fn returned; nil when fn never failed.
+	Err error
+	// Cause is what ended the call when it is not Err: the breaker's
+	// rejection or the caller's context error; otherwise nil.
+	Cause error
+}
+
+func (e *CallError) Error() string {
+	s := "retry: request " + e.RequestID + ": " + string(e.Reason) + " after " + strconv.Itoa(e.Attempts)
+	if e.Attempts == 1 {
+		s += " attempt: "
+	} else {
+		s += " attempts: "
+	}
+	s += string(e.Classification.Kind)
+	if e.Classification.Status != 0 {
+		s += " (status " + strconv.Itoa(e.Classification.Status) + ")"
+	}
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns Cause and Err, those that are set.
+func (e *CallError) Unwrap() []error {
+	switch {
+	case e.Cause == nil && e.Err == nil:
+		return nil
+	case e.Cause == nil:
+		return []error{e.Err}
+	case e.Err == nil:
+		return []error{e.Cause}
+	}
+	return []error{e.Cause, e.Err}
+}
+
+// Is makes errors.Is(err, ErrCircuitOpen) true for a breaker rejection even
+// when the breaker's error does not wrap the sentinel.
+func (e *CallError) Is(target error) bool {
+	return target == ErrCircuitOpen && e.Reason == StopCircuitOpen
+}
+
+// fieldError builds the *events.FieldError for a Call field.
+func fieldError(field, rule string) *events.FieldError {
+	return &events.FieldError{Field: field, Rule: rule}
+}
