@@ -1,7 +1,6 @@
 package events
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,61 +22,67 @@ import (
 // unknown member, not event_id); when a name appears twice the last one
 // counts. Strings must be valid UTF-8 with no lone surrogate escapes.
 //
+// Decode does not keep data: the strings of the returned Attempt are
+// copies, and they share one allocation (as an Attempt and its Error do).
+//
 // Decode is the single place that knows event versions: a new version adds
 // a decoder to the table below that returns the same Attempt, so that old
 // events replay unchanged under new code.
 func Decode(data []byte) (*Attempt, error) {
-	obj, rerr := parseBody(data)
-	if rerr != nil {
-		return nil, rerr
+	var b eventBody
+	if !b.scan(data) {
+		return nil, malformedBody(data)
 	}
-	raw, ok := obj["schema"]
-	if !ok || kindOf(raw) == "null" {
+	v := b.top[fSchema]
+	if v.end == 0 {
 		return nil, rejectf(ReasonUnknownSchema, "the event has no schema field; expected %q", SchemaV1)
 	}
-	schema, ok := decodeString(raw)
-	if !ok {
-		if kindOf(raw) == "string" {
-			return nil, rejectf(ReasonUnknownSchema, "schema must be valid UTF-8 such as %q", SchemaV1)
-		}
-		return nil, rejectf(ReasonUnknownSchema, "schema must be a string such as %q, got a JSON %s", SchemaV1, kindOf(raw))
+	if v.kind != kindString {
+		return nil, rejectf(ReasonUnknownSchema, "schema must be a string such as %q, got a JSON %s", SchemaV1, kindNames[v.kind])
 	}
-	dec, ok := decoders[schema]
+	schema, ok := b.text(v)
 	if !ok {
-		return nil, rejectf(ReasonUnknownSchema, "schema %q is not known to this aggregator; it knows %q", clip(schema), SchemaV1)
+		return nil, rejectf(ReasonUnknownSchema, "schema must be valid UTF-8 such as %q", SchemaV1)
 	}
-	return dec(data, obj)
+	dec, ok := decoders[string(schema)]
+	if !ok {
+		return nil, rejectf(ReasonUnknownSchema, "schema %q is not known to this aggregator; it knows %q", clip(string(schema)), SchemaV1)
+	}
+	if dec != nil {
+		return dec(data)
+	}
+	return b.decodeV1()
 }
 
-// decoder decodes and validates the body of one schema version; obj is the
-// body already parsed into its members.
-type decoder func(data []byte, obj object) (*Attempt, error)
+// decoder decodes and validates the body of one schema version. nil stands
+// for the built-in v1 decoder, which reads the body Decode already scanned.
+type decoder func(data []byte) (*Attempt, error)
 
 // decoders maps a schema to its decoder.
-var decoders = map[string]decoder{}
-
-func init() { decoders[SchemaV1] = decodeV1 }
+var decoders = map[string]decoder{SchemaV1: nil}
 
 // RegisterDecoder adds a decoder for another schema version; it is meant for
-// tests that show old events replaying beside a newer layout. It is not safe
-// to call concurrently with Decode.
+// tests that show old events replaying beside a newer layout. Decode calls
+// dec only for bodies that are a JSON object whose schema member is the
+// given schema. dec must not be nil. It is not safe to call concurrently
+// with Decode.
 func RegisterDecoder(schema string, dec func([]byte) (*Attempt, error)) {
-	decoders[schema] = func(data []byte, _ object) (*Attempt, error) { return dec(data) }
+	decoders[schema] = dec
 }
 
-// object is a JSON object whose members are looked up by exact name.
-type object map[string]json.RawMessage
-
-// parseBody reads the event body, which must be a JSON object.
-func parseBody(data []byte) (object, *RejectError) {
-	var obj object
+// malformedBody is the reject of a body that scan refused: the wording is
+// encoding/json's, which is why this rare path asks it.
+func malformedBody(data []byte) *RejectError {
+	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(data, &obj); err != nil {
-		return nil, malformed(err)
+		return malformed(err)
 	}
 	if obj == nil {
-		return nil, rejectf(ReasonMalformedJSON, "the body must be a JSON object, got JSON null")
+		return rejectf(ReasonMalformedJSON, "the body must be a JSON object, got JSON null")
 	}
-	return obj, nil
+	// Not reached: scan accepts every object encoding/json accepts
+	// (FuzzDecodeMatchesReference holds it to that).
+	return rejectf(ReasonMalformedJSON, "the body is not valid JSON")
 }
 
 func malformed(err error) *RejectError {
@@ -92,166 +97,82 @@ func malformed(err error) *RejectError {
 	return rejectf(ReasonMalformedJSON, "the body is not valid JSON: %s", err.Error())
 }
 
-// kindOf names the JSON type of a syntactically valid value.
-func kindOf(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return "null"
-	}
-	switch raw[0] {
-	case '"':
-		return "string"
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	}
-	return "number"
-}
-
-// members reads the members of one JSON object of an event; prefix is the
-// dotted path of the object ("" for the body, "usage." for usage).
-type members struct {
-	obj    object
-	prefix string
-}
-
-// get returns the member's raw value; a null member counts as missing.
-func (m members) get(name string) (json.RawMessage, bool) {
-	raw, ok := m.obj[name]
-	if !ok || kindOf(raw) == "null" {
+// text returns the text of a string value: the literal itself when it has
+// no escapes, a decoded copy when it has. ok is false when it is not valid
+// UTF-8 or has a lone surrogate escape (encoding/json would silently put
+// U+FFFD in their place).
+func (b *eventBody) text(v lit) ([]byte, bool) {
+	raw := b.data[v.start+1 : v.end-1]
+	switch {
+	case v.flags&flagEscaped != 0:
+		return unescape(raw)
+	case v.flags&flagNonASCII != 0 && !utf8.Valid(raw):
 		return nil, false
 	}
 	return raw, true
 }
 
-func (m members) typeErr(name, want string, raw json.RawMessage) *FieldError {
-	return fieldErr(m.prefix+name, "must be a JSON %s, got a JSON %s", want, kindOf(raw))
-}
-
-// str reads a string member. A missing one is an error when required and
-// "" otherwise.
-func (m members) str(name string, required bool) (string, *FieldError) {
-	raw, ok := m.get(name)
-	if !ok {
-		if required {
-			return "", fieldErr(m.prefix+name, "is missing")
-		}
-		return "", nil
+// unescape decodes the content of a string literal that has escapes; ok
+// is false when it is not valid UTF-8 or has a \u escape of a UTF-16
+// surrogate that is not part of a pair.
+func unescape(raw []byte) ([]byte, bool) {
+	if !utf8.Valid(raw) {
+		return nil, false
 	}
-	if kindOf(raw) != "string" {
-		return "", m.typeErr(name, "string", raw)
-	}
-	s, ok := decodeString(raw)
-	if !ok {
-		return "", fieldErr(m.prefix+name, "must be valid UTF-8 (no invalid bytes, no lone surrogate escapes)")
-	}
-	return s, nil
-}
-
-// boolean reads a required true/false member.
-func (m members) boolean(name string) (bool, *FieldError) {
-	raw, ok := m.get(name)
-	if !ok {
-		return false, fieldErr(m.prefix+name, "is missing; it must be true or false")
-	}
-	if kindOf(raw) != "boolean" {
-		return false, m.typeErr(name, "boolean", raw)
-	}
-	return raw[0] == 't', nil
-}
-
-// integer reads a whole-number member in [lo, hi]; rule words the range for
-// errors. A missing member is an error when required and 0 otherwise.
-func (m members) integer(name string, lo, hi int64, rule string, required bool) (int64, *FieldError) {
-	raw, ok := m.get(name)
-	if !ok {
-		if required {
-			return 0, fieldErr(m.prefix+name, "is missing; it must be %s", rule)
-		}
-		return 0, nil
-	}
-	if kindOf(raw) != "number" {
-		return 0, fieldErr(m.prefix+name, "must be %s written as a JSON number, got a JSON %s", rule, kindOf(raw))
-	}
-	v, whole, inRange := wholeNumber(string(raw))
-	switch {
-	case !whole:
-		return 0, fieldErr(m.prefix+name, "must be %s; %s is not a whole number", rule, clip(string(raw)))
-	case !inRange || v < lo || v > hi:
-		return 0, fieldErr(m.prefix+name, "must be %s, got %s", rule, clip(string(raw)))
-	}
-	return v, nil
-}
-
-// object reads an optional object member; ok is false when it is missing
-// or null.
-func (m members) object(name string) (members, bool, *FieldError) {
-	raw, ok := m.get(name)
-	if !ok {
-		return members{}, false, nil
-	}
-	if kindOf(raw) != "object" {
-		return members{}, false, m.typeErr(name, "object", raw)
-	}
-	var obj object
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		// Cannot happen: raw is a syntactically valid object.
-		return members{}, false, m.typeErr(name, "object", raw)
-	}
-	return members{obj: obj, prefix: m.prefix + name + "."}, true, nil
-}
-
-// decodeString decodes a JSON string literal. ok is false when the literal
-// is not a string or does not encode valid UTF-8: encoding/json would
-// silently replace invalid bytes and lone surrogates with U+FFFD.
-func decodeString(raw json.RawMessage) (string, bool) {
-	if kindOf(raw) != "string" || !utf8.Valid(raw) {
-		return "", false
-	}
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1]), true // no escapes: the text is the string
-	}
-	if loneSurrogate(raw) {
-		return "", false
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", false
-	}
-	return s, true
-}
-
-// loneSurrogate reports whether a syntactically valid JSON string literal
-// has a \u escape of a UTF-16 surrogate that is not part of a pair.
-func loneSurrogate(lit []byte) bool {
-	for i := 0; i < len(lit); i++ {
-		if lit[i] != '\\' {
-			continue
-		}
-		i++
-		if i >= len(lit) || lit[i] != 'u' || i+4 >= len(lit) {
-			continue
-		}
-		r := hex4(lit[i+1 : i+5])
-		i += 4
-		switch {
-		case r >= 0xD800 && r <= 0xDBFF:
-			if i+6 < len(lit) && lit[i+1] == '\\' && lit[i+2] == 'u' {
-				if r2 := hex4(lit[i+3 : i+7]); r2 >= 0xDC00 && r2 <= 0xDFFF {
-					i += 6
-					continue
-				}
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			j := i + 1
+			for j < len(raw) && raw[j] != '\\' {
+				j++
 			}
-			return true
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return true
+			out = append(out, raw[i:j]...)
+			i = j
+			continue
 		}
+		if i+1 >= len(raw) {
+			return nil, false // not reached: scan checked the escapes
+		}
+		switch e := raw[i+1]; e {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			if i+6 > len(raw) {
+				return nil, false // not reached: scan checked the escapes
+			}
+			r := hex4(raw[i+2 : i+6])
+			switch {
+			case r >= 0xD800 && r <= 0xDBFF:
+				if i+12 > len(raw) || raw[i+6] != '\\' || raw[i+7] != 'u' {
+					return nil, false
+				}
+				r2 := hex4(raw[i+8 : i+12])
+				if r2 < 0xDC00 || r2 > 0xDFFF {
+					return nil, false
+				}
+				r = 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00)
+				i += 6
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return nil, false
+			}
+			out = utf8.AppendRune(out, r)
+			i += 6
+			continue
+		default: // '"', '\\' or '/'
+			out = append(out, e)
+		}
+		i += 2
 	}
-	return false
+	return out, true
 }
 
 func hex4(b []byte) rune {
@@ -268,6 +189,78 @@ func hex4(b []byte) rune {
 		}
 	}
 	return r
+}
+
+func typeErr(name, want string, v lit) *FieldError {
+	return fieldErr(name, "must be a JSON %s, got a JSON %s", want, kindNames[v.kind])
+}
+
+// str reads a string member. A missing one is an error when required and
+// empty otherwise.
+func (b *eventBody) str(name string, v lit, required bool) ([]byte, *FieldError) {
+	if v.end == 0 {
+		if required {
+			return nil, fieldErr(name, "is missing")
+		}
+		return nil, nil
+	}
+	if v.kind != kindString {
+		return nil, typeErr(name, "string", v)
+	}
+	s, ok := b.text(v)
+	if !ok {
+		return nil, fieldErr(name, "must be valid UTF-8 (no invalid bytes, no lone surrogate escapes)")
+	}
+	return s, nil
+}
+
+// boolean reads a required true/false member.
+func (b *eventBody) boolean(name string, v lit) (bool, *FieldError) {
+	if v.end == 0 {
+		return false, fieldErr(name, "is missing; it must be true or false")
+	}
+	if v.kind != kindBool {
+		return false, typeErr(name, "boolean", v)
+	}
+	return b.data[v.start] == 't', nil
+}
+
+// integer reads a whole-number member in [lo, hi]; rule words the range for
+// errors. A missing member is an error when required and 0 otherwise.
+func (b *eventBody) integer(name string, v lit, lo, hi int64, rule string, required bool) (int64, *FieldError) {
+	if v.end == 0 {
+		if required {
+			return 0, fieldErr(name, "is missing; it must be %s", rule)
+		}
+		return 0, nil
+	}
+	if v.kind != kindNumber {
+		return 0, fieldErr(name, "must be %s written as a JSON number, got a JSON %s", rule, kindNames[v.kind])
+	}
+	raw := b.data[v.start:v.end]
+	var n int64
+	whole, inRange := true, true
+	if v.flags&flagSmallInt != 0 {
+		digits := raw
+		if raw[0] == '-' {
+			digits = raw[1:]
+		}
+		for _, c := range digits {
+			n = n*10 + int64(c-'0')
+		}
+		if raw[0] == '-' {
+			n = -n
+		}
+	} else {
+		n, whole, inRange = wholeNumber(string(raw))
+	}
+	switch {
+	case !whole:
+		return 0, fieldErr(name, "must be %s; %s is not a whole number", rule, clip(string(raw)))
+	case !inRange || n < lo || n > hi:
+		return 0, fieldErr(name, "must be %s, got %s", rule, clip(string(raw)))
+	}
+	return n, nil
 }
 
 // wholeNumber evaluates a syntactically valid JSON number literal exactly,
@@ -318,8 +311,14 @@ func wholeNumber(lit string) (v int64, whole, inRange bool) {
 	return int64(u), true, true
 }
 
-func decodeV1(_ []byte, obj object) (*Attempt, error) {
-	a, ferr := attemptV1(members{obj: obj})
+var (
+	attemptRule = fmt.Sprintf("an integer from 0 to %d", MaxAttempt)
+	tokensRule  = fmt.Sprintf("an integer from 0 to %d", int64(MaxTokens))
+	statusRule  = "an HTTP status from 100 to 599, or 0 when there is none"
+)
+
+func (b *eventBody) decodeV1() (*Attempt, error) {
+	a, ferr := b.attemptV1()
 	if ferr != nil {
 		return nil, reject(ReasonInvalidField, ferr)
 	}
@@ -329,125 +328,236 @@ func decodeV1(_ []byte, obj object) (*Attempt, error) {
 	return a, nil
 }
 
-var (
-	attemptRule = fmt.Sprintf("an integer from 0 to %d", MaxAttempt)
-	tokensRule  = fmt.Sprintf("an integer from 0 to %d", int64(MaxTokens))
-	statusRule  = "an HTTP status from 100 to 599, or 0 when there is none"
-)
+// attemptAndError lets an error attempt and its AttemptError share one
+// allocation.
+type attemptAndError struct {
+	attempt Attempt
+	err     AttemptError
+}
 
 // attemptV1 reads the members of a v1 body in the order of the contract and
 // stops at the first one that is missing or of the wrong type or range.
 // Validate then checks the rules that span fields.
-func attemptV1(m members) (*Attempt, *FieldError) {
-	a := &Attempt{Schema: SchemaV1}
-	var err *FieldError
-	str := func(name string, dst *string, required bool) {
-		if err == nil {
-			*dst, err = m.str(name, required)
+func (b *eventBody) attemptV1() (*Attempt, *FieldError) {
+	t := &b.top
+	eventID, err := b.str("event_id", t[fEventID], true)
+	if err != nil {
+		return nil, err
+	}
+	requestID, err := b.str("request_id", t[fRequestID], true)
+	if err != nil {
+		return nil, err
+	}
+	sessionID, err := b.str("session_id", t[fSessionID], true)
+	if err != nil {
+		return nil, err
+	}
+	attempt, err := b.integer("attempt", t[fAttempt], 0, MaxAttempt, attemptRule, true)
+	if err != nil {
+		return nil, err
+	}
+	outcome, err := b.str("outcome", t[fOutcome], true)
+	if err != nil {
+		return nil, err
+	}
+	final, err := b.boolean("final", t[fFinal])
+	if err != nil {
+		return nil, err
+	}
+	provider, err := b.str("provider", t[fProvider], true)
+	if err != nil {
+		return nil, err
+	}
+	model, err := b.str("model", t[fModel], true)
+	if err != nil {
+		return nil, err
+	}
+	var usage Usage
+	if v := t[fUsage]; v.end != 0 {
+		if v.kind != kindObject {
+			return nil, typeErr("usage", "object", v)
 		}
-	}
-	str("event_id", &a.EventID, true)
-	str("request_id", &a.RequestID, true)
-	str("session_id", &a.SessionID, true)
-	if err != nil {
-		return nil, err
-	}
-	n, err := m.integer("attempt", 0, MaxAttempt, attemptRule, true)
-	if err != nil {
-		return nil, err
-	}
-	a.Attempt = int(n)
-	var outcome string
-	str("outcome", &outcome, true)
-	if err != nil {
-		return nil, err
-	}
-	a.Outcome = Outcome(outcome)
-	if a.Final, err = m.boolean("final"); err != nil {
-		return nil, err
-	}
-	str("provider", &a.Provider, true)
-	str("model", &a.Model, true)
-	if err != nil {
-		return nil, err
-	}
-	u, ok, err := m.object("usage")
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		for _, f := range []struct {
-			name string
-			dst  *int64
-		}{
-			{"input_tokens", &a.Usage.InputTokens},
-			{"output_tokens", &a.Usage.OutputTokens},
-			{"cache_read_input_tokens", &a.Usage.CacheReadInputTokens},
-			{"cache_creation_input_tokens", &a.Usage.CacheCreationInputTokens},
-		} {
-			if *f.dst, err = u.integer(f.name, 0, MaxTokens, tokensRule, false); err != nil {
-				return nil, err
-			}
+		u := &b.usage
+		if usage.InputTokens, err = b.integer("usage.input_tokens", u[uInput], 0, MaxTokens, tokensRule, false); err != nil {
+			return nil, err
 		}
-	}
-	e, ok, err := m.object("error")
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		if a.Outcome == OutcomeSuccess {
-			return nil, fieldErr("error", "must be absent when outcome is %q", OutcomeSuccess)
+		if usage.OutputTokens, err = b.integer("usage.output_tokens", u[uOutput], 0, MaxTokens, tokensRule, false); err != nil {
+			return nil, err
 		}
-		if a.Error, err = errorV1(e); err != nil {
+		if usage.CacheReadInputTokens, err = b.integer("usage.cache_read_input_tokens", u[uCacheRead], 0, MaxTokens, tokensRule, false); err != nil {
+			return nil, err
+		}
+		if usage.CacheCreationInputTokens, err = b.integer("usage.cache_creation_input_tokens", u[uCacheCreation], 0, MaxTokens, tokensRule, false); err != nil {
 			return nil, err
 		}
 	}
-	var started, finished string
-	str("started_at", &started, true)
-	str("finished_at", &finished, true)
+	var (
+		hasError              bool
+		kind, message         []byte
+		status                int64
+		retryable             bool
+		startedAt, finishedAt []byte
+	)
+	if v := t[fError]; v.end != 0 {
+		if v.kind != kindObject {
+			return nil, typeErr("error", "object", v)
+		}
+		if string(outcome) == string(OutcomeSuccess) {
+			return nil, fieldErr("error", "must be absent when outcome is %q", OutcomeSuccess)
+		}
+		e := &b.err
+		hasError = true
+		if kind, err = b.str("error.kind", e[eKind], true); err != nil {
+			return nil, err
+		}
+		if status, err = b.integer("error.status", e[eStatus], 0, 599, statusRule, false); err != nil {
+			return nil, err
+		}
+		if retryable, err = b.boolean("error.retryable", e[eRetryable]); err != nil {
+			return nil, err
+		}
+		if message, err = b.str("error.message", e[eMessage], false); err != nil {
+			return nil, err
+		}
+	}
+	if startedAt, err = b.str("started_at", t[fStartedAt], true); err != nil {
+		return nil, err
+	}
+	if finishedAt, err = b.str("finished_at", t[fFinishedAt], true); err != nil {
+		return nil, err
+	}
+	started, err := parseTime("started_at", startedAt)
 	if err != nil {
 		return nil, err
 	}
-	if a.StartedAt, err = parseTime("started_at", started); err != nil {
-		return nil, err
-	}
-	if a.FinishedAt, err = parseTime("finished_at", finished); err != nil {
-		return nil, err
-	}
-	str("provider_request_id", &a.ProviderRequestID, false)
+	finished, err := parseTime("finished_at", finishedAt)
 	if err != nil {
 		return nil, err
 	}
+	providerRequestID, err := b.str("provider_request_id", t[fProviderRequestID], false)
+	if err != nil {
+		return nil, err
+	}
+
+	// Every member is read. The attempt (with its error) is one
+	// allocation, and the strings it keeps are another.
+	var a *Attempt
+	if hasError {
+		both := &attemptAndError{}
+		a = &both.attempt
+		a.Error = &both.err
+		a.Error.Status = int(status)
+		a.Error.Retryable = retryable
+	} else {
+		a = &Attempt{}
+	}
+	a.Schema = SchemaV1
+	a.Attempt = int(attempt)
+	a.Final = final
+	a.Usage = usage
+	a.StartedAt = started
+	a.FinishedAt = finished
+	var keep keptStrings
+	keep.add(&a.EventID, eventID)
+	keep.add(&a.RequestID, requestID)
+	keep.add(&a.SessionID, sessionID)
+	keep.add(&a.Provider, provider)
+	keep.add(&a.Model, model)
+	keep.add(&a.ProviderRequestID, providerRequestID)
+	if a.Outcome = Outcome(known(outcome, string(OutcomeSuccess), string(OutcomeError))); a.Outcome == "" {
+		keep.add((*string)(&a.Outcome), outcome)
+	}
+	if hasError {
+		if a.Error.Kind = knownKind(kind); a.Error.Kind == "" {
+			keep.add((*string)(&a.Error.Kind), kind)
+		}
+		keep.add(&a.Error.Message, message)
+	}
+	keep.copy()
 	return a, nil
 }
 
-// errorV1 reads the error object: kind and retryable are required, status
-// defaults to 0 and message to "".
-func errorV1(e members) (*AttemptError, *FieldError) {
-	ae := &AttemptError{}
-	kind, err := e.str("kind", true)
-	if err != nil {
-		return nil, err
+// keptStrings copies the strings of one attempt out of the body into one
+// allocation.
+type keptStrings struct {
+	n   int
+	dst [9]*string
+	src [9][]byte
+}
+
+// add asks for src to be copied to *dst.
+func (k *keptStrings) add(dst *string, src []byte) {
+	k.dst[k.n], k.src[k.n] = dst, src
+	k.n++
+}
+
+// copy copies every string asked for.
+func (k *keptStrings) copy() {
+	size := 0
+	for _, src := range k.src[:k.n] {
+		size += len(src)
 	}
-	ae.Kind = ErrorKind(kind)
-	status, err := e.integer("status", 0, 599, statusRule, false)
-	if err != nil {
-		return nil, err
+	var sb strings.Builder
+	sb.Grow(size)
+	for _, src := range k.src[:k.n] {
+		sb.Write(src)
 	}
-	ae.Status = int(status)
-	if ae.Retryable, err = e.boolean("retryable"); err != nil {
-		return nil, err
+	all, off := sb.String(), 0
+	for i, dst := range k.dst[:k.n] {
+		*dst = all[off : off+len(k.src[i])]
+		off += len(k.src[i])
 	}
-	if ae.Message, err = e.str("message", false); err != nil {
-		return nil, err
+}
+
+// known returns the one of names that s spells, without allocating, or ""
+// when it spells none.
+func known(s []byte, names ...string) string {
+	for _, name := range names {
+		if string(s) == name {
+			return name
+		}
 	}
-	return ae, nil
+	return ""
+}
+
+// knownKind returns the ErrorKind constant s spells, without allocating,
+// or "" when it spells none.
+func knownKind(s []byte) ErrorKind {
+	switch ErrorKind(s) {
+	case KindRateLimit:
+		return KindRateLimit
+	case KindOverloaded:
+		return KindOverloaded
+	case KindTimeout:
+		return KindTimeout
+	case KindConnection:
+		return KindConnection
+	case KindServer:
+		return KindServer
+	case KindClient:
+		return KindClient
+	case KindAuth:
+		return KindAuth
+	case KindQuota:
+		return KindQuota
+	case KindCanceled:
+		return KindCanceled
+	case KindCircuitOpen:
+		return KindCircuitOpen
+	case KindOther:
+		return KindOther
+	}
+	return ""
 }
 
 // parseTime reads an RFC 3339 time and normalises it to UTC. The UTC year
 // must have four digits so that the time can be written back the
 // contract's way.
-func parseTime(field, s string) (time.Time, *FieldError) {
+func parseTime(field string, v []byte) (time.Time, *FieldError) {
+	if t, ok := parseUTC(v); ok {
+		return t, nil
+	}
+	s := string(v)
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, fieldErr(field, "must be an RFC 3339 time such as 2026-01-02T15:04:05.123456789Z, got %q", clip(s))
@@ -457,6 +567,70 @@ func parseTime(field, s string) (time.Time, *FieldError) {
 		return time.Time{}, fieldErr(field, "must fall between the years 0000 and 9999 in UTC, got %q", clip(s))
 	}
 	return t, nil
+}
+
+// parseUTC is the fast path of parseTime for the layout the contract asks
+// publishers for, 2006-01-02T15:04:05Z with 0 to 9 fractional digits. It
+// computes what time.Parse(time.RFC3339Nano, s) does for such a string and
+// returns false for anything else (time.Parse then decides).
+func parseUTC(v []byte) (time.Time, bool) {
+	const short = len("2006-01-02T15:04:05Z")
+	if len(v) < short || len(v) == short+1 || len(v) > short+10 || v[len(v)-1] != 'Z' ||
+		v[4] != '-' || v[7] != '-' || v[10] != 'T' || v[13] != ':' || v[16] != ':' {
+		return time.Time{}, false
+	}
+	ok := true
+	num := func(b []byte, lo, hi int) int {
+		n := 0
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				ok = false
+			}
+			n = n*10 + int(c-'0')
+		}
+		if n < lo || n > hi {
+			ok = false
+		}
+		return n
+	}
+	year := num(v[0:4], 0, 9999)
+	month := num(v[5:7], 1, 12)
+	hour := num(v[11:13], 0, 23)
+	minute := num(v[14:16], 0, 59)
+	sec := num(v[17:19], 0, 59)
+	if !ok {
+		return time.Time{}, false
+	}
+	day := num(v[8:10], 1, daysIn(month, year))
+	nsec := 0
+	if frac := v[19 : len(v)-1]; len(frac) > 0 {
+		if frac[0] != '.' {
+			return time.Time{}, false
+		}
+		nsec = num(frac[1:], 0, 999999999)
+		for range 10 - len(frac) {
+			nsec *= 10
+		}
+	}
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true
+}
+
+// daysIn is the number of days of a month (1 to 12) of a proleptic
+// Gregorian year.
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 // clip keeps echoed input short in error details.
@@ -579,12 +753,35 @@ func validateULID(id string) error {
 	if id == "" {
 		return fieldErr("event_id", "is missing; it must be a ULID")
 	}
-	parsed, err := ulid.ParseStrict(id)
-	if err != nil || parsed.String() != id {
+	if !canonicalULID(id) {
 		return fieldErr("event_id", "must be a ULID of 26 upper-case Crockford base32 characters, got %q", clip(id))
 	}
 	return nil
 }
+
+// canonicalULID reports whether id is how ulid.ULID.String writes some
+// ULID: 26 characters of ulid.Encoding, the first at most '7' (more would
+// overflow 128 bits). It is what ulid.ParseStrict(id) followed by
+// String() == id decides, without the allocation of String.
+func canonicalULID(id string) bool {
+	if len(id) != ulid.EncodedSize || id[0] > '7' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if !ulidChar[id[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// ulidChar marks the characters of ulid.Encoding.
+var ulidChar = func() (t [256]bool) {
+	for i := 0; i < len(ulid.Encoding); i++ {
+		t[ulid.Encoding[i]] = true
+	}
+	return t
+}()
 
 func textField(field, s string, max int, required bool) error {
 	switch {

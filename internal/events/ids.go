@@ -45,9 +45,15 @@ func ValidateID(field, id string) error {
 	return nil
 }
 
-func idByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-}
+func idByte(c byte) bool { return idBytes[c] }
+
+// idBytes marks the bytes an ID may have: A-Z, a-z, 0-9, '_' and '-'.
+var idBytes = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+	}
+	return t
+}()
 
 // quoteByte returns the character starting at byte i, for error messages.
 func quoteByte(s string, i int) string {

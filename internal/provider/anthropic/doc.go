@@ -1,0 +1,34 @@
+// Package anthropic adapts the Anthropic Go SDK
+// (github.com/anthropics/anthropic-sdk-go/v2) to the ledger: it owns the
+// classification of the SDK's errors into retry.Classification, the
+// extraction of the wire contract's usage from the SDK's Usage (including
+// the usage of a stream that failed midway), the client options that turn
+// the SDK's own retries off, and the provider's request-id header.
+//
+// The retry middleware is the single authoritative retry layer, so every
+// client used under it must be built with ClientOptions: the SDK otherwise
+// retries twice on its own, and each hidden retry is a billed attempt the
+// ledger never sees.
+//
+// How the SDK reports failures (v2.17.0), which Classify relies on:
+//
+//   - An HTTP error response is a *anthropic.Error (errors.As) with
+//     StatusCode, the response and its headers, RequestID (the request-id
+//     header), Message (error.message) and Type() (error.type). A body that
+//     is not JSON still gives a *anthropic.Error, with empty Message and
+//     Type.
+//   - An error event inside a stream is a *anthropic.Error too, but with the
+//     stream's own status, 200: only Type() says what happened.
+//   - Transport failures are returned as the SDK got them, not wrapped in
+//     its own type: *url.Error from net/http for a refused or reset
+//     connection, "error reading response body: %w" around the read error
+//     (io.ErrUnexpectedEOF, ECONNRESET) for a response cut off midway.
+//   - When the context passed to the call is done, or the SDK's own
+//     per-attempt timeout (option.WithRequestTimeout) expires, the call
+//     returns the bare context error (context.DeadlineExceeded or
+//     context.Canceled).
+//
+// Classify returns ok false for all but the first two, so that the
+// middleware's chain falls through to retry.ClassifyTransport, which
+// recognises every one of them.
+package anthropic

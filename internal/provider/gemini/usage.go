@@ -1,0 +1,78 @@
+package gemini
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/genai"
+
+	"github.com/agentledger/ledger/internal/events"
+)
+
+// UsageOf converts the usage metadata of a response (for a stream, the
+// last chunk that has any) to the contract's; a nil response or one
+// without usage metadata gives zero usage.
+//
+// promptTokenCount already counts the cached content
+// (cachedContentTokenCount, the cache-read subset); tool-use prompt tokens
+// are input counted apart from it, so they are added. Thinking tokens
+// (thoughtsTokenCount) are billed as output and are added to
+// candidatesTokenCount. So InputTokens + OutputTokens is the response's
+// totalTokenCount. Gemini reports no cache-creation count: context caches
+// are created by a separate call.
+func UsageOf(resp *genai.GenerateContentResponse) events.Usage {
+	if resp == nil {
+		return events.Usage{}
+	}
+	return MetadataUsage(resp.UsageMetadata)
+}
+
+// MetadataUsage converts usage metadata to the contract's usage, as
+// UsageOf does; nil gives zero usage.
+func MetadataUsage(m *genai.GenerateContentResponseUsageMetadata) events.Usage {
+	if m == nil {
+		return events.Usage{}
+	}
+	return events.Usage{
+		InputTokens:          int64(m.PromptTokenCount) + int64(m.ToolUsePromptTokenCount),
+		OutputTokens:         int64(m.CandidatesTokenCount) + int64(m.ThoughtsTokenCount),
+		CacheReadInputTokens: int64(m.CachedContentTokenCount),
+	}
+}
+
+// StreamUsage follows the usage of a GenerateContentStream, so that a
+// stream that fails midway still yields what the last chunk reported. Each
+// chunk's usage metadata is the running total of the request, so the
+// latest replaces the earlier ones.
+//
+// The zero value is ready to use. A StreamUsage is not safe for concurrent
+// use; it belongs to the goroutine ranging over the stream.
+type StreamUsage struct {
+	usage events.Usage
+}
+
+// Observe takes one chunk into account; a nil chunk or one without usage
+// metadata changes nothing.
+func (s *StreamUsage) Observe(chunk *genai.GenerateContentResponse) {
+	if chunk != nil && chunk.UsageMetadata != nil {
+		s.usage = MetadataUsage(chunk.UsageMetadata)
+	}
+}
+
+// Usage returns the usage of the latest chunk that had any.
+func (s *StreamUsage) Usage() events.Usage { return s.usage }
+
+// RequestID returns the response's responseId, which identifies the
+// response at Google, or "" when there is none or it does not fit the
+// contract (too long, not UTF-8). The Gemini API sends no request-id
+// header, and its errors carry no identifier at all.
+func RequestID(resp *genai.GenerateContentResponse) string {
+	if resp == nil {
+		return ""
+	}
+	id := strings.TrimSpace(resp.ResponseID)
+	if len(id) > events.MaxProviderReqID || !utf8.ValidString(id) {
+		return ""
+	}
+	return id
+}

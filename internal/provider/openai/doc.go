@@ -1,0 +1,36 @@
+// Package openai adapts the OpenAI Go SDK (github.com/openai/openai-go/v3)
+// to the ledger: it owns the classification of the SDK's errors into
+// retry.Classification, the extraction of the wire contract's usage from
+// the SDK's usage types (Chat Completions and Responses), the client
+// options that turn the SDK's own retries off, and the provider's
+// request-id header (x-request-id).
+//
+// The retry middleware is the single authoritative retry layer, so every
+// client used under it must be built with ClientOptions: the SDK otherwise
+// retries twice on its own, and each hidden retry is a billed attempt the
+// ledger never sees.
+//
+// How the SDK reports failures (v3.102.0), which Classify relies on:
+//
+//   - An HTTP error response is a *openai.Error (errors.As) with
+//     StatusCode, the response and its headers, and the fields of the
+//     body's "error" object: Code, Type, Message, Param. A body that is
+//     not JSON, or has no "error" object, still gives a *openai.Error, with
+//     those fields empty. The error carries no request id of its own; it is
+//     read from the response's x-request-id header.
+//   - An error object inside a stream is a *ssestream.StreamError with the
+//     event's data; Classify decodes its "error" object.
+//   - Transport failures are returned as the SDK got them, not wrapped in
+//     its own type: *url.Error from net/http for a refused or reset
+//     connection or an http.Client timeout; "error reading response body:
+//     %w" around the read error (io.ErrUnexpectedEOF) for a success
+//     response cut off midway, and the bare read error for an error
+//     response cut off midway or a stream that breaks off.
+//   - When the attempt's context is done, or the SDK's own per-attempt
+//     timeout (option.WithRequestTimeout) expires, the call returns the
+//     bare context error.
+//
+// Classify returns ok false for all but the first two, so that the
+// middleware's chain falls through to retry.ClassifyTransport, which
+// recognises every one of them.
+package openai
