@@ -1,0 +1,177 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/agentledger/ledger/internal/breaker"
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/sim/fakeprovider"
+)
+
+// ErrInvalidConfig is the sentinel that every *ConfigError wraps.
+var ErrInvalidConfig = errors.New("sim: invalid config")
+
+// ConfigError says which field of a Config breaks which rule.
+type ConfigError struct {
+	Field string // the Go name of the field, e.g. "Agents"
+	Rule  string
+	// Err is the underlying error, e.g. a *retry.PolicyError for "Policy".
+	Err error
+}
+
+func (e *ConfigError) Error() string {
+	s := ErrInvalidConfig.Error() + ": " + e.Field + " " + e.Rule
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns ErrInvalidConfig and the underlying error, if any.
+func (e *ConfigError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalidConfig}
+	}
+	return []error{ErrInvalidConfig, e.Err}
+}
+
+// Limits of a Config.
+const (
+	MaxAgents          = 10_000
+	MaxSessions        = 999_999
+	MaxCallsPerSession = 99_999
+)
+
+// DefaultRunID prefixes the IDs of a run whose Config has no RunID.
+const DefaultRunID = "sim"
+
+// MaxTokens is the max_tokens (or its equivalent) of every call; it is
+// above fakeprovider.MaxOutputTokens, so no answer is cut short.
+const MaxTokens = 2048
+
+// Models are the model names the fleet asks each provider for.
+var models = map[string]string{
+	fakeprovider.Anthropic: "claude-sonnet-4-5",
+	fakeprovider.OpenAI:    "gpt-4.1-mini",
+	fakeprovider.Gemini:    "gemini-2.5-flash",
+}
+
+// Model returns the model the fleet uses with provider, or "" for a
+// provider it does not know.
+func Model(provider string) string { return models[provider] }
+
+// Config describes one simulation run. Sink is required; the zero value of
+// every other field selects its default.
+type Config struct {
+	// Agents is the number of concurrent agents (goroutines), from 1 to
+	// MaxAgents. Default 4.
+	Agents int
+	// Sessions is the number of sessions, from 1 to MaxSessions; an agent
+	// works through one session at a time, its calls one after the other.
+	// Default 10.
+	Sessions int
+	// CallsPerSession is the number of logical calls of each session, from
+	// 1 to MaxCallsPerSession. Default 10.
+	CallsPerSession int
+	// Seed makes every decision of the fake provider and the retry jitter.
+	Seed uint64
+	// RunID prefixes every session ID (<RunID>-s000001) and request ID
+	// (<RunID>-s000001-c00001), so that runs publishing into one stream
+	// do not collide. Default DefaultRunID. It must keep the IDs within
+	// events.IDRule.
+	RunID string
+	// Providers are the providers sessions are assigned to, round robin:
+	// session i uses Providers[i % len(Providers)]. Default all three
+	// (fakeprovider.Providers()).
+	Providers []string
+	// Mix is the fault mix of the fake provider. The zero value injects no
+	// faults.
+	Mix fakeprovider.Mix
+	// Policy is the retry policy; the zero value selects Policy().
+	Policy retry.Policy
+	// Sink receives every attempt event. Required. The fleet never closes
+	// it.
+	Sink retry.Sink
+	// Breakers are the circuit breakers of the retry middleware. Nil
+	// selects breakers that never open, so that the run stays
+	// deterministic.
+	Breakers *breaker.Group
+	// Logger receives the events the sink refused and the fleet's own
+	// records. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Policy returns the retry policy tuned for simulation: up to 3 retries, a
+// 5 ms base delay doubling to at most 50 ms, ±20 % jitter, server hints
+// honoured up to 1 s, and a 250 ms attempt timeout, which ends the stalled
+// streams of billed timeouts.
+func Policy() retry.Policy {
+	return retry.Policy{
+		MaxRetries:     3,
+		BaseDelay:      5 * time.Millisecond,
+		MaxDelay:       50 * time.Millisecond,
+		Jitter:         0.2,
+		HintCap:        time.Second,
+		AttemptTimeout: 250 * time.Millisecond,
+	}
+}
+
+// withDefaults validates c and returns it with the defaults applied.
+func (c Config) withDefaults() (Config, error) {
+	if c.Agents == 0 {
+		c.Agents = 4
+	}
+	if c.Sessions == 0 {
+		c.Sessions = 10
+	}
+	if c.CallsPerSession == 0 {
+		c.CallsPerSession = 10
+	}
+	if c.RunID == "" {
+		c.RunID = DefaultRunID
+	}
+	if len(c.Providers) == 0 {
+		c.Providers = fakeprovider.Providers()
+	} else {
+		c.Providers = slices.Clone(c.Providers)
+	}
+	if c.Policy == (retry.Policy{}) {
+		c.Policy = Policy()
+	}
+	switch {
+	case c.Agents < 1 || c.Agents > MaxAgents:
+		return c, &ConfigError{Field: "Agents", Rule: fmt.Sprintf("is %d; it must be from 1 to %d", c.Agents, MaxAgents)}
+	case c.Sessions < 1 || c.Sessions > MaxSessions:
+		return c, &ConfigError{Field: "Sessions", Rule: fmt.Sprintf("is %d; it must be from 1 to %d", c.Sessions, MaxSessions)}
+	case c.CallsPerSession < 1 || c.CallsPerSession > MaxCallsPerSession:
+		return c, &ConfigError{Field: "CallsPerSession", Rule: fmt.Sprintf("is %d; it must be from 1 to %d", c.CallsPerSession, MaxCallsPerSession)}
+	case c.Sink == nil:
+		return c, &ConfigError{Field: "Sink", Rule: "is nil; it is required"}
+	}
+	if err := events.ValidateID("RunID", requestID(c.RunID, MaxSessions-1, MaxCallsPerSession-1)); err != nil {
+		return c, &ConfigError{Field: "RunID", Rule: fmt.Sprintf("%q does not make valid IDs", c.RunID), Err: err}
+	}
+	for i, p := range c.Providers {
+		if Model(p) == "" {
+			return c, &ConfigError{Field: fmt.Sprintf("Providers[%d]", i), Rule: fmt.Sprintf("is %q; it must be one of %v", p, fakeprovider.Providers())}
+		}
+	}
+	if err := c.Mix.Validate(); err != nil {
+		return c, &ConfigError{Field: "Mix", Rule: "is invalid", Err: err}
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return c, &ConfigError{Field: "Policy", Rule: "is invalid", Err: err}
+	}
+	return c, nil
+}
+
+// sessionID is the ID of session i (from 0) of a run.
+func sessionID(runID string, i int) string { return fmt.Sprintf("%s-s%06d", runID, i+1) }
+
+// requestID is the ID of call j (from 0) of session i (from 0) of a run.
+func requestID(runID string, i, j int) string { return fmt.Sprintf("%s-s%06d-c%05d", runID, i+1, j+1) }

@@ -1,0 +1,20 @@
+// Package fakeprovider owns the simulator's stand-in for the model APIs: an
+// in-process HTTP server on the loopback interface that speaks enough of the
+// Anthropic Messages API, the OpenAI Chat Completions API and the Gemini
+// generateContent API for the real SDK clients, pointed at it by base URL,
+// to work unchanged.
+//
+// Every request names its logical call and attempt in the headers
+// HeaderSessionID, HeaderRequestID and HeaderAttempt. From those and a seed
+// the server decides, deterministically, the call's token counts and whether
+// the attempt succeeds or fails with an injected fault: a rate limit with a
+// short retry-after, an overload, a server error, a permanent bad request,
+// or a timeout after the input was billed (a stream that starts, reports the
+// input usage, and stalls until the client gives up).
+//
+// The server keeps the ground truth of what it charged (Truth): per session
+// and in total, the tokens billed over every attempt it served, including
+// the billed failed ones, and the usage of each logical call (its successful
+// attempt), with counts of requests, attempts and outcomes. The ledger's
+// figures are checked against it.
+package fakeprovider
