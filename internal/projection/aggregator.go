@@ -50,6 +50,10 @@ type Config struct {
 	Logger     *slog.Logger
 	// Now is the clock, for the lease. Default time.Now.
 	Now func() time.Time
+	// Apply merges an accepted event into a request record; nil selects
+	// (*Request).Apply. It is a seam for tests that replay a stream
+	// projected by a deliberately wrong version of the code.
+	Apply func(r *Request, ev *events.Attempt) bool
 	// Faults, when set, is called at every write point of a batch; an error
 	// it returns stops Run at once without any cleanup, as a crash would.
 	// It is a test seam.
@@ -127,6 +131,9 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Apply == nil {
+		cfg.Apply = (*Request).Apply
 	}
 	return &Aggregator{cfg: cfg, log: cfg.Logger}, nil
 }

@@ -102,7 +102,7 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 			})
 			continue
 		}
-		if w.rec.Apply(it.ev) {
+		if b.agg.cfg.Apply(w.rec, it.ev) {
 			w.changed = true
 		}
 	}
