@@ -124,7 +124,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("run", stderr)
 	var cf connFlags
 	cf.register(fs)
-	batch := fs.Int("batch", 1000, "most events applied per batch")
+	batch := fs.Int("batch", 10000, "most events applied per batch")
 	instance := fs.String("instance", "", "instance ID for the lease (default: a new ULID per process)")
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "how long a silent instance keeps the lease")
 	dupWindow := fs.Duration("duplicate-window", topology.DefaultDuplicateWindow, "duplicate window of LEDGER_ATTEMPTS when this process creates it")

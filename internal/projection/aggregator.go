@@ -35,7 +35,9 @@ var ErrInvariant = errors.New("projection: invariant violated")
 type Config struct {
 	JS       jetstream.JetStream
 	Topology topology.Config
-	// BatchSize is the most events applied in one batch. Default 1000.
+	// BatchSize is the most events applied in one batch. Default 10,000:
+	// large batches coalesce more writes per key (a session touched by many
+	// events of a batch is written once); a quiet stream makes small ones.
 	BatchSize int
 	// InstanceID names this instance in the lease. Default: a new ULID, so
 	// that a restarted process waits for its predecessor's lease to lapse.
@@ -103,7 +105,7 @@ func New(cfg Config) (*Aggregator, error) {
 		return nil, fmt.Errorf("%w: JS is required", ErrInvalidConfig)
 	}
 	if cfg.BatchSize == 0 {
-		cfg.BatchSize = 1000
+		cfg.BatchSize = 10_000
 	}
 	if cfg.BatchSize < 1 || cfg.BatchSize > 100_000 {
 		return nil, fmt.Errorf("%w: BatchSize %d must be 1 to 100000", ErrInvalidConfig, cfg.BatchSize)
@@ -194,9 +196,19 @@ type resources struct {
 	rejected           jetstream.Stream
 	requests, sessions *bucket
 	state              jetstream.KeyValue
+	wjs                jetstream.JetStream // for pipelined writes
 }
 
+// maxPendingWrites bounds the pipelined writes in flight.
+const maxPendingWrites = 1 << 16
+
 func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Config) (*resources, error) {
+	// Writes are pipelined a whole batch at a time: give them a JetStream
+	// context whose async window holds a batch, so publishing never stalls.
+	wjs, err := jetstream.New(js.Conn(), jetstream.WithPublishAsyncMaxPending(maxPendingWrites))
+	if err != nil {
+		return nil, fmt.Errorf("projection: %w", err)
+	}
 	stream, err := topology.EnsureAttempts(ctx, js, tc)
 	if err != nil {
 		return nil, err
@@ -217,7 +229,7 @@ func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Conf
 	if err != nil {
 		return nil, err
 	}
-	return &resources{stream: stream, rejected: rejected, requests: newBucket(js, req), sessions: newBucket(js, ses), state: state}, nil
+	return &resources{stream: stream, rejected: rejected, requests: newBucket(wjs, req), sessions: newBucket(wjs, ses), state: state, wjs: wjs}, nil
 }
 
 // lead holds the lease and runs batches until ctx ends or a batch fails.

@@ -173,7 +173,7 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	cpData, _ := json.Marshal(checkpoint{Seq: q})
 	cpPut := []put{{key: checkpointKey, value: cpData, rev: b.cpRev}}
-	if err := newBucket(b.agg.cfg.JS, b.res.state).putAll(ctx, cpPut); err != nil {
+	if err := newBucket(b.res.wjs, b.res.state).putAll(ctx, cpPut); err != nil {
 		return fmt.Errorf("projection: committing checkpoint %d: %w", q, err)
 	}
 	b.cp, b.cpRev = q, cpPut[0].rev
@@ -229,10 +229,12 @@ func (b *batcher) putHalves(ctx context.Context, bk *bucket, puts []put, mid Fau
 }
 
 // loadRequests returns a working copy of every request the batch names,
-// with its stored revision, in order of first appearance.
+// with its stored revision, in order of first appearance. Keys missing
+// from the cache are read in one batched round trip.
 func (b *batcher) loadRequests(ctx context.Context, items []accepted) (map[string]*reqWork, []string, error) {
 	reqs := make(map[string]*reqWork, len(items))
 	order := make([]string, 0, len(items))
+	var missing []string
 	for i := range items {
 		ev := items[i].ev
 		if _, ok := reqs[ev.RequestID]; ok {
@@ -242,22 +244,27 @@ func (b *batcher) loadRequests(ctx context.Context, items []accepted) (map[strin
 		if c, ok := b.cache.request(ev.RequestID); ok {
 			w.rec, w.rev = c.rec.clone(), c.rev
 		} else {
-			data, rev, err := b.res.requests.get(ctx, ev.RequestID)
-			if err != nil {
-				return nil, nil, err
-			}
-			if data == nil {
-				w.rec = NewRequest(ev.RequestID, ev.SessionID)
-			} else {
-				var r Request
-				if err := json.Unmarshal(data, &r); err != nil {
-					return nil, nil, fmt.Errorf("%w: stored request %q is not readable: %v", ErrInvariant, ev.RequestID, err)
-				}
-				w.rec, w.rev = &r, rev
-			}
+			w.rec = NewRequest(ev.RequestID, ev.SessionID)
+			missing = append(missing, ev.RequestID)
 		}
 		reqs[ev.RequestID] = w
 		order = append(order, ev.RequestID)
+	}
+	found, err := b.res.requests.getMany(ctx, missing)
+	if err != nil {
+		return nil, nil, err
+	}
+	for key, st := range found {
+		w := reqs[key]
+		w.rev = st.rev
+		if st.value == nil {
+			continue // deleted: absent, but a write must name the marker's revision
+		}
+		var r Request
+		if err := json.Unmarshal(st.value, &r); err != nil {
+			return nil, nil, fmt.Errorf("%w: stored request %q is not readable: %v", ErrInvariant, key, err)
+		}
+		w.rec = &r
 	}
 	return reqs, order, nil
 }
@@ -266,34 +273,41 @@ func (b *batcher) loadRequests(ctx context.Context, items []accepted) (map[strin
 // fills in what each session holds for its stored request.
 func (b *batcher) loadSessions(ctx context.Context, reqs map[string]*reqWork, reqOrder []string) (map[string]*sesWork, []string, error) {
 	sess := make(map[string]*sesWork)
-	var order []string
+	var order, missing []string
+	for _, key := range reqOrder {
+		id := reqs[key].rec.SessionID
+		if _, ok := sess[id]; ok {
+			continue
+		}
+		s := &sesWork{}
+		if c, hit := b.cache.session(id); hit {
+			cp := *c.rec
+			s.rec, s.rev = &cp, c.rev
+		} else {
+			s.rec = &Session{SessionID: id}
+			missing = append(missing, id)
+		}
+		sess[id] = s
+		order = append(order, id)
+	}
+	found, err := b.res.sessions.getMany(ctx, missing)
+	if err != nil {
+		return nil, nil, err
+	}
+	for id, st := range found {
+		s := sess[id]
+		s.rev = st.rev
+		if st.value == nil {
+			continue
+		}
+		if err := json.Unmarshal(st.value, s.rec); err != nil {
+			return nil, nil, fmt.Errorf("%w: stored session %q is not readable: %v", ErrInvariant, id, err)
+		}
+	}
 	for _, key := range reqOrder {
 		w := reqs[key]
-		id := w.rec.SessionID
-		s, ok := sess[id]
-		if !ok {
-			s = &sesWork{}
-			if c, hit := b.cache.session(id); hit {
-				cp := *c.rec
-				s.rec, s.rev = &cp, c.rev
-			} else {
-				data, rev, err := b.res.sessions.get(ctx, id)
-				if err != nil {
-					return nil, nil, err
-				}
-				s.rec = &Session{SessionID: id}
-				if data != nil {
-					if err := json.Unmarshal(data, s.rec); err != nil {
-						return nil, nil, fmt.Errorf("%w: stored session %q is not readable: %v", ErrInvariant, id, err)
-					}
-					s.rev = rev
-				}
-			}
-			sess[id] = s
-			order = append(order, id)
-		}
-		if w.rev != 0 {
-			w.held = heldBy(w.rec, s.rec)
+		if w.rec.Exists() {
+			w.held = heldBy(w.rec, sess[w.rec.SessionID].rec)
 		}
 	}
 	return sess, order, nil

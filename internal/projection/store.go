@@ -2,8 +2,11 @@ package projection
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,7 +23,7 @@ type put struct {
 	rev   uint64 // expected revision; replaced by the new one once acked
 }
 
-// bucket reads and writes one KV bucket. Reads are KV gets; writes are
+// bucket reads and writes one KV bucket. Reads are batched direct gets; writes are
 // pipelined compare-and-set publishes to the bucket's subjects, so a batch
 // costs one round trip per bucket, not one per key.
 type bucket struct {
@@ -31,18 +34,6 @@ type bucket struct {
 
 func newBucket(js jetstream.JetStream, kv jetstream.KeyValue) *bucket {
 	return &bucket{js: js, kv: kv, prefix: "$KV." + kv.Bucket() + "."}
-}
-
-// get returns the value and revision of key, or nil, 0 when it is absent.
-func (b *bucket) get(ctx context.Context, key string) ([]byte, uint64, error) {
-	e, err := b.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("projection: reading %s/%s: %w", b.kv.Bucket(), key, err)
-	}
-	return e.Value(), e.Revision(), nil
 }
 
 // putAll writes every put with compare-and-set, pipelined, and waits for
@@ -83,4 +74,84 @@ func (b *bucket) writeErr(key string, err error) error {
 		return fmt.Errorf("%w on %s/%s: %v", ErrConflict, b.kv.Bucket(), key, err)
 	}
 	return fmt.Errorf("projection: writing %s/%s: %w", b.kv.Bucket(), key, err)
+}
+
+// maxMultiGet is the most subjects the server answers in one batched
+// direct get (nats-server's limit is 1024 responses per request).
+const maxMultiGet = 1024
+
+// stored is a value read back with its revision.
+type stored struct {
+	value []byte
+	rev   uint64
+}
+
+// getMany reads the last value of every key with batched direct gets: one
+// request per 1024 keys, all sent before any answer is awaited, so a batch
+// costs one round trip however many keys it reads. Absent keys are missing
+// from the result; a deleted key is present with a nil value and the
+// revision of its delete marker (the revision a compare-and-set must name).
+func (b *bucket) getMany(ctx context.Context, keys []string) (map[string]stored, error) {
+	out := make(map[string]stored, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	nc := b.js.Conn()
+	inbox := nc.NewRespInbox()
+	chunks := (len(keys) + maxMultiGet - 1) / maxMultiGet
+	ch := make(chan *nats.Msg, len(keys)+chunks) // room for every answer: a full channel would drop one
+	sub, err := nc.ChanSubscribe(inbox+".*", ch)
+	if err != nil {
+		return nil, fmt.Errorf("projection: reading %s: %w", b.kv.Bucket(), err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	api := "$JS.API.DIRECT.GET.KV_" + b.kv.Bucket()
+	for c := 0; c < chunks; c++ {
+		part := keys[c*maxMultiGet : min(len(keys), (c+1)*maxMultiGet)]
+		subjects := make([]string, len(part))
+		for i, k := range part {
+			subjects[i] = b.prefix + k
+		}
+		req, err := json.Marshal(struct {
+			MultiLast []string `json:"multi_last"`
+		}{subjects})
+		if err != nil {
+			return nil, err
+		}
+		if err := nc.PublishRequest(api, inbox+"."+strconv.Itoa(c), req); err != nil {
+			return nil, fmt.Errorf("projection: reading %s: %w", b.kv.Bucket(), err)
+		}
+	}
+	for done := 0; done < chunks; {
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("projection: reading %s: %w", b.kv.Bucket(), ctx.Err())
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+			switch m.Header.Get("Status") {
+			case "204", "404": // end of batch, or none of the keys exist
+				done++
+				continue
+			default:
+				return nil, fmt.Errorf("projection: batched read of %s failed: %s %s", b.kv.Bucket(), m.Header.Get("Status"), m.Header.Get("Description"))
+			}
+		}
+		subj := m.Header.Get(jetstream.SubjectHeader)
+		key, ok := strings.CutPrefix(subj, b.prefix)
+		if !ok {
+			return nil, fmt.Errorf("projection: batched read of %s returned subject %q", b.kv.Bucket(), subj)
+		}
+		rev, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("projection: batched read of %s: bad sequence header %q", b.kv.Bucket(), m.Header.Get(jetstream.SequenceHeader))
+		}
+		value := m.Data
+		if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+			value = nil
+		}
+		out[key] = stored{value: value, rev: rev}
+	}
+	return out, nil
 }
