@@ -196,6 +196,7 @@ type resources struct {
 	rejected           jetstream.Stream
 	requests, sessions *bucket
 	state              jetstream.KeyValue
+	stateW             *bucket             // the state bucket, for the checkpoint write
 	wjs                jetstream.JetStream // for pipelined writes
 }
 
@@ -229,7 +230,17 @@ func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Conf
 	if err != nil {
 		return nil, err
 	}
-	return &resources{stream: stream, rejected: rejected, requests: newBucket(wjs, req), sessions: newBucket(wjs, ses), state: state, wjs: wjs}, nil
+	res := &resources{stream: stream, rejected: rejected, state: state, wjs: wjs}
+	if res.requests, err = newBucket(ctx, wjs, req); err != nil {
+		return nil, err
+	}
+	if res.sessions, err = newBucket(ctx, wjs, ses); err != nil {
+		return nil, err
+	}
+	if res.stateW, err = newBucket(ctx, wjs, state); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // lead holds the lease and runs batches until ctx ends or a batch fails.
@@ -296,6 +307,12 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 		rejectFloor: rejectFloor,
 		cache:       newCache(a.cfg.CacheSize),
 	}
+	if b.absentReq, err = emptyFilter(runCtx, res.requests); err != nil {
+		return err
+	}
+	if b.absentSes, err = emptyFilter(runCtx, res.sessions); err != nil {
+		return err
+	}
 
 	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AttemptsSubjects}}
 	if cp > 0 {
@@ -355,6 +372,23 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 			return err
 		}
 	}
+}
+
+// absentKeys is how many keys the absent filters are sized for (1.2 MiB
+// each).
+const absentKeys = 1_000_000
+
+// emptyFilter returns an absentFilter when the bucket holds no message at
+// all, else nil.
+func emptyFilter(ctx context.Context, b *bucket) (*absentFilter, error) {
+	info, err := b.stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("projection: reading %s: %w", b.kv.Bucket(), err)
+	}
+	if info.State.Msgs > 0 || info.State.LastSeq > 0 {
+		return nil, nil
+	}
+	return newAbsentFilter(absentKeys), nil
 }
 
 // readCheckpoint returns the last committed stream sequence and its

@@ -24,6 +24,9 @@ type batcher struct {
 	cp, cpRev   uint64
 	rejectFloor uint64
 	cache       *cache
+	// absentReq and absentSes are set when the bucket was empty at the
+	// start of the term; see absentFilter.
+	absentReq, absentSes *absentFilter
 }
 
 type rejection struct {
@@ -173,7 +176,7 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	cpData, _ := json.Marshal(checkpoint{Seq: q})
 	cpPut := []put{{key: checkpointKey, value: cpData, rev: b.cpRev}}
-	if err := newBucket(b.res.wjs, b.res.state).putAll(ctx, cpPut); err != nil {
+	if err := b.res.stateW.putAll(ctx, cpPut); err != nil {
 		return fmt.Errorf("projection: committing checkpoint %d: %w", q, err)
 	}
 	b.cp, b.cpRev = q, cpPut[0].rev
@@ -184,9 +187,15 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 
 	for i, w := range reqWritten {
 		w.rev = reqPuts[i].rev
+		if b.absentReq != nil {
+			b.absentReq.add(reqPuts[i].key)
+		}
 	}
 	for i, s := range sesWritten {
 		s.rev = sesPuts[i].rev
+		if b.absentSes != nil {
+			b.absentSes.add(sesPuts[i].key)
+		}
 	}
 	for key, w := range reqs {
 		b.cache.putRequest(key, cachedRequest{rec: w.rec, rev: w.rev})
@@ -245,7 +254,9 @@ func (b *batcher) loadRequests(ctx context.Context, items []accepted) (map[strin
 			w.rec, w.rev = c.rec.clone(), c.rev
 		} else {
 			w.rec = NewRequest(ev.RequestID, ev.SessionID)
-			missing = append(missing, ev.RequestID)
+			if b.absentReq == nil || !b.absentReq.absent(ev.RequestID) {
+				missing = append(missing, ev.RequestID)
+			}
 		}
 		reqs[ev.RequestID] = w
 		order = append(order, ev.RequestID)
@@ -285,7 +296,9 @@ func (b *batcher) loadSessions(ctx context.Context, reqs map[string]*reqWork, re
 			s.rec, s.rev = &cp, c.rev
 		} else {
 			s.rec = &Session{SessionID: id}
-			missing = append(missing, id)
+			if b.absentSes == nil || !b.absentSes.absent(id) {
+				missing = append(missing, id)
+			}
 		}
 		sess[id] = s
 		order = append(order, id)

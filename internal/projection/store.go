@@ -29,11 +29,16 @@ type put struct {
 type bucket struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
-	prefix string // "$KV.<bucket>."
+	stream jetstream.Stream // the bucket's stream, KV_<bucket>
+	prefix string           // "$KV.<bucket>."
 }
 
-func newBucket(js jetstream.JetStream, kv jetstream.KeyValue) *bucket {
-	return &bucket{js: js, kv: kv, prefix: "$KV." + kv.Bucket() + "."}
+func newBucket(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) (*bucket, error) {
+	s, err := js.Stream(ctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return nil, fmt.Errorf("projection: opening the stream of bucket %s: %w", kv.Bucket(), err)
+	}
+	return &bucket{js: js, kv: kv, stream: s, prefix: "$KV." + kv.Bucket() + "."}, nil
 }
 
 // putAll writes every put with compare-and-set, pipelined, and waits for
