@@ -90,6 +90,11 @@ func (l *loop) outstanding() int { return l.inflight.n + l.retry.n }
 
 func (l *loop) run(ctx context.Context) {
 	defer l.timer.Stop()
+	if l.p.ownPub {
+		// Release the context's reply subscription and status listener;
+		// publishes still pending are given up (Close counts them).
+		defer l.js.CleanupPublisher()
+	}
 	inputDone := l.p.inputDone
 	for {
 		now := l.clock.Now()

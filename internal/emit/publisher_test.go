@@ -339,9 +339,38 @@ func TestCloseWithUnreachableServerReportsUndelivered(t *testing.T) {
 	assert.Equal(t, st, p.Stats())
 }
 
-func TestCloseDrainsBufferedEvents(t *testing.T) {
-	_, _, js := natstest.StartJS(t)
+func TestClosedConnectionKeepsEventsAndReportsThem(t *testing.T) {
+	_, nc, js := natstest.StartJS(t)
 	ensureStream(t, js)
+	var failures atomic.Int64
+	p := newPublisher(t, js, WithErrorHandler(func(err error) {
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			failures.Add(1)
+		}
+	}))
+	first := sampleEvent("sess", "req", "evt-first")
+	require.NoError(t, p.Publish(testContext(t), &first))
+	require.NoError(t, p.Flush(testContext(t)))
+
+	nc.Close()
+	evs := makeEvents("closed", 3)
+	publishAll(t, p, evs)
+	// PublishMsgAsync itself fails now; the events are held and retried.
+	require.Eventually(t, func() bool { return failures.Load() >= 2 }, waitFor, time.Millisecond)
+
+	closeCtx, cancel := context.WithTimeout(testContext(t), 100*time.Millisecond)
+	defer cancel()
+	st, err := p.Close(closeCtx)
+	require.ErrorIs(t, err, ErrUndelivered)
+	require.ErrorIs(t, err, nats.ErrConnectionClosed, "the last failure is reported")
+	assert.Equal(t, Stats{Enqueued: 4, Acked: 1, Retries: st.Retries, Undelivered: 3}, st)
+	assert.Positive(t, st.Retries)
+}
+
+func TestCloseDrainsBufferedEvents(t *testing.T) {
+	_, nc, js := natstest.StartJS(t)
+	ensureStream(t, js)
+	subsBefore := nc.NumSubscriptions()
 	p := newPublisher(t, js, WithMaxInFlight(16))
 	evs := makeEvents("drain", 500)
 	publishAll(t, p, evs)
@@ -349,6 +378,7 @@ func TestCloseDrainsBufferedEvents(t *testing.T) {
 	st, err := p.Close(testContext(t)) // no Flush: Close drains
 	require.NoError(t, err)
 	assert.Equal(t, Stats{Enqueued: 500, Acked: 500}, st)
+	assert.Equal(t, subsBefore, nc.NumSubscriptions(), "Close releases the reply subscription")
 	requireLanded(t, js, evs)
 
 	ev := sampleEvent("s", "r", "evt-after-close")
