@@ -37,7 +37,11 @@ func TestFleetLedgerEqualsGroundTruth(t *testing.T) {
 	pub, err := emit.New(js, emit.WithEnsureStream(topology.Config{}))
 	require.NoError(t, err)
 	mix := fakeprovider.Mix{RateLimit: 0.1, Overload: 0.05, ServerError: 0.08, BilledTimeout: 0.1, BadRequest: 0.03}
-	fleet, err := sim.New(sim.Config{Agents: 6, Sessions: 12, CallsPerSession: 15, Seed: 7, Mix: mix, Sink: pub})
+	// A generous attempt timeout: on a starved CI machine a 250 ms one can
+	// expire after the provider answered, which bills what no event shows.
+	policy := sim.Policy()
+	policy.AttemptTimeout = time.Second
+	fleet, err := sim.New(sim.Config{Agents: 6, Sessions: 12, CallsPerSession: 15, Seed: 7, Mix: mix, Sink: pub, Policy: policy})
 	require.NoError(t, err)
 	res, err := fleet.Run(ctx)
 	require.NoError(t, err)

@@ -133,8 +133,9 @@ func (f *Fleet) Run(ctx context.Context) (*Result, error) {
 		})
 	}
 	wg.Wait()
-	// Every attempt the server booked was booked before the client could
-	// see its answer, so the truth is complete now.
+	// Close waits for the server's handlers, so the truth is final: it
+	// includes a request that reached the server after its client gave up.
+	srv.Close()
 	res := &Result{Truth: srv.Truth(), Elapsed: time.Since(begin)}
 	res.Counts = Counts{
 		Calls:          f.callsSucceeded.Load() + f.callsFailed.Load(),

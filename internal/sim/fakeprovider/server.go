@@ -94,7 +94,8 @@ func (s *Server) BaseURL(provider string) string {
 // advance what a call will get.
 func (s *Server) Plan() Plan { return s.plan }
 
-// Truth returns a copy of the ground truth so far.
+// Truth returns a copy of the ground truth so far. After Close it is
+// final: Close waits for every handler.
 func (s *Server) Truth() *Truth { return s.ledger.snapshot(s.plan) }
 
 // Close releases stalled requests, shuts the server down and waits for
@@ -210,6 +211,12 @@ type reply interface {
 // serve is the common flow of every endpoint once the provider's request
 // was decoded: identify, decide, book, answer.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, c callID, provider, model string, stream bool, maxOutput int64, rep reply) {
+	if r.Context().Err() != nil {
+		// The client gave up before the request was handled: nothing is
+		// generated, nothing billed.
+		s.ledger.recordAbandoned()
+		return
+	}
 	d := s.plan.Decide(c.RequestID, c.Attempt)
 	usage := s.plan.Usage(provider, c.RequestID)
 	if maxOutput > 0 && usage.OutputTokens > maxOutput {

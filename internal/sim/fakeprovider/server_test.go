@@ -3,7 +3,10 @@ package fakeprovider_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -19,6 +22,13 @@ import (
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
+
+// TestMain silences the standard logger, through which genai reports every
+// stream that fails, as the stalled ones here do on purpose.
+func TestMain(m *testing.M) {
+	log.SetOutput(io.Discard)
+	os.Exit(m.Run())
+}
 
 // mix makes every fault likely enough that findRequest finds one fast.
 var mix = fakeprovider.Mix{RateLimit: 0.2, Overload: 0.2, ServerError: 0.2, BilledTimeout: 0.2, BadRequest: 0.1}

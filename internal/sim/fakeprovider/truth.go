@@ -25,6 +25,9 @@ type Truth struct {
 	// Unidentified counts requests without valid ledger headers; they are
 	// answered 400 and are in no tally.
 	Unidentified int64 `json:"unidentified"`
+	// Abandoned counts requests whose client had gone before the server
+	// got to them; they are not answered, not billed and in no tally.
+	Abandoned int64 `json:"abandoned"`
 }
 
 // Tally is the ground truth of a set of logical calls.
@@ -78,6 +81,7 @@ type ledger struct {
 	mu           sync.Mutex
 	requests     map[string]*RequestTruth
 	unidentified int64
+	abandoned    int64
 }
 
 func newLedger() *ledger { return &ledger{requests: make(map[string]*RequestTruth)} }
@@ -109,6 +113,12 @@ func (l *ledger) recordUnidentified() {
 	l.mu.Unlock()
 }
 
+func (l *ledger) recordAbandoned() {
+	l.mu.Lock()
+	l.abandoned++
+	l.mu.Unlock()
+}
+
 // snapshot returns a deep copy of the truth so far.
 func (l *ledger) snapshot(plan Plan) *Truth {
 	l.mu.Lock()
@@ -120,6 +130,7 @@ func (l *ledger) snapshot(plan Plan) *Truth {
 		Sessions:     make(map[string]Tally),
 		Requests:     make(map[string]RequestTruth, len(l.requests)),
 		Unidentified: l.unidentified,
+		Abandoned:    l.abandoned,
 	}
 	// Sorted so that the float-free sums are built in a stable order and
 	// the per-session maps are filled deterministically.
