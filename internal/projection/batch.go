@@ -295,7 +295,7 @@ func (b *batcher) loadSessions(ctx context.Context, reqs map[string]*reqWork, re
 			cp := *c.rec
 			s.rec, s.rev = &cp, c.rev
 		} else {
-			s.rec = &Session{SessionID: id}
+			s.rec = &Session{SessionView: SessionView{SessionID: id}}
 			if b.absentSes == nil || !b.absentSes.absent(id) {
 				missing = append(missing, id)
 			}

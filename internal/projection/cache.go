@@ -7,9 +7,8 @@ package projection
 // under about size entries whatever the number of keys. Not safe for
 // concurrent use; one batcher owns it.
 type cache struct {
-	size             int
-	reqYoung, reqOld map[string]cachedRequest
-	sesYoung, sesOld map[string]cachedSession
+	requests generations[cachedRequest]
+	sessions generations[cachedSession]
 }
 
 type cachedRequest struct {
@@ -23,51 +22,42 @@ type cachedSession struct {
 }
 
 func newCache(size int) *cache {
-	return &cache{
-		size:     size,
-		reqYoung: map[string]cachedRequest{}, reqOld: map[string]cachedRequest{},
-		sesYoung: map[string]cachedSession{}, sesOld: map[string]cachedSession{},
-	}
+	return &cache{requests: newGenerations[cachedRequest](size), sessions: newGenerations[cachedSession](size)}
 }
 
-func (c *cache) request(key string) (cachedRequest, bool) {
-	if v, ok := c.reqYoung[key]; ok {
+func (c *cache) request(key string) (cachedRequest, bool) { return c.requests.get(key) }
+func (c *cache) putRequest(key string, v cachedRequest)   { c.requests.put(key, v) }
+func (c *cache) session(key string) (cachedSession, bool) { return c.sessions.get(key) }
+func (c *cache) putSession(key string, v cachedSession)   { c.sessions.put(key, v) }
+
+// generations is a bounded map: two generations of at most size/2+1
+// entries each; a hit in the old one moves the entry to the young one.
+type generations[V any] struct {
+	size       int
+	young, old map[string]V
+}
+
+func newGenerations[V any](size int) generations[V] {
+	return generations[V]{size: size, young: map[string]V{}, old: map[string]V{}}
+}
+
+func (g *generations[V]) get(key string) (V, bool) {
+	if v, ok := g.young[key]; ok {
 		return v, true
 	}
-	v, ok := c.reqOld[key]
+	v, ok := g.old[key]
 	if ok {
-		c.putRequest(key, v)
+		g.put(key, v)
 	}
 	return v, ok
 }
 
-func (c *cache) putRequest(key string, v cachedRequest) {
-	if c.size == 0 {
+func (g *generations[V]) put(key string, v V) {
+	if g.size == 0 {
 		return
 	}
-	if len(c.reqYoung) >= c.size/2+1 {
-		c.reqOld, c.reqYoung = c.reqYoung, make(map[string]cachedRequest, len(c.reqYoung))
+	if len(g.young) >= g.size/2+1 {
+		g.old, g.young = g.young, make(map[string]V, len(g.young))
 	}
-	c.reqYoung[key] = v
-}
-
-func (c *cache) session(key string) (cachedSession, bool) {
-	if v, ok := c.sesYoung[key]; ok {
-		return v, true
-	}
-	v, ok := c.sesOld[key]
-	if ok {
-		c.putSession(key, v)
-	}
-	return v, ok
-}
-
-func (c *cache) putSession(key string, v cachedSession) {
-	if c.size == 0 {
-		return
-	}
-	if len(c.sesYoung) >= c.size/2+1 {
-		c.sesOld, c.sesYoung = c.sesYoung, make(map[string]cachedSession, len(c.sesYoung))
-	}
-	c.sesYoung[key] = v
+	g.young[key] = v
 }

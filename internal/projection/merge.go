@@ -8,7 +8,7 @@ import (
 
 // NewRequest returns the empty record of a request not seen before.
 func NewRequest(requestID, sessionID string) *Request {
-	return &Request{RequestID: requestID, SessionID: sessionID, Status: StatusPending, WinningAttempt: -1}
+	return &Request{RequestView: RequestView{RequestID: requestID, SessionID: sessionID, Status: StatusPending, WinningAttempt: -1}}
 }
 
 // Apply merges one accepted event into the record and reports whether the

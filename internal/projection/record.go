@@ -66,24 +66,15 @@ type Entry struct {
 	FinishedAt time.Time      `json:"finished_at"`
 }
 
-// Request is the record of one logical call in bucket ledger_requests. The
-// fields up to LastFinishedAt are wire contract v1; Log, Seq and Held are
-// the projection's own (extra fields are allowed by the contract).
+// Request is the record of one logical call in bucket ledger_requests:
+// the wire contract v1 fields (RequestView, flattened into the same JSON
+// object) and the projection's own (extra fields are allowed by the
+// contract).
 type Request struct {
-	RequestID      string       `json:"request_id"`
-	SessionID      string       `json:"session_id"`
-	Provider       string       `json:"provider"`
-	Model          string       `json:"model"`
-	Status         string       `json:"status"`
-	Attempts       int          `json:"attempts"`
-	WinningAttempt int          `json:"winning_attempt"`
-	Usage          events.Usage `json:"usage"`
-	Billed         events.Usage `json:"billed"`
-	FirstStartedAt time.Time    `json:"first_started_at"`
-	LastFinishedAt time.Time    `json:"last_finished_at"`
+	RequestView
 
 	// Log holds one entry per distinct attempt number, sorted by attempt.
-	// Every field above is derived from it.
+	// Every field of RequestView but the IDs is derived from it.
 	Log []Entry `json:"log"`
 	// Seq is the stream sequence of the batch that last wrote this record.
 	Seq uint64 `json:"seq"`
@@ -96,7 +87,6 @@ type Request struct {
 // over its requests. Seq is the projection's own: the highest batch
 // sequence that wrote it.
 type Session struct {
-	SessionID string `json:"session_id"`
-	Totals
+	SessionView
 	Seq uint64 `json:"seq"`
 }

@@ -22,13 +22,7 @@ type RequestView struct {
 }
 
 // View returns the contract fields of r.
-func (r *Request) View() RequestView {
-	return RequestView{
-		RequestID: r.RequestID, SessionID: r.SessionID, Provider: r.Provider, Model: r.Model,
-		Status: r.Status, Attempts: r.Attempts, WinningAttempt: r.WinningAttempt,
-		Usage: r.Usage, Billed: r.Billed, FirstStartedAt: r.FirstStartedAt, LastFinishedAt: r.LastFinishedAt,
-	}
-}
+func (r *Request) View() RequestView { return r.RequestView }
 
 // SessionView is a session record's wire contract v1 fields only.
 type SessionView struct {
@@ -37,4 +31,4 @@ type SessionView struct {
 }
 
 // View returns the contract fields of s.
-func (s *Session) View() SessionView { return SessionView{SessionID: s.SessionID, Totals: s.Totals} }
+func (s *Session) View() SessionView { return s.SessionView }

@@ -53,8 +53,8 @@ func TestLoadReadsTheSessionsBucket(t *testing.T) {
 	kv, err := topology.EnsureBucket(ctx, js, topology.Config{}, events.SessionsBucket, "")
 	require.NoError(t, err)
 	for _, s := range []projection.Session{
-		{SessionID: "b", Totals: projection.Totals{Requests: 2, Attempts: 3}},
-		{SessionID: "a", Totals: projection.Totals{Requests: 1, Attempts: 1}},
+		{SessionView: projection.SessionView{SessionID: "b", Totals: projection.Totals{Requests: 2, Attempts: 3}}},
+		{SessionView: projection.SessionView{SessionID: "a", Totals: projection.Totals{Requests: 1, Attempts: 1}}},
 	} {
 		data, err := json.Marshal(s)
 		require.NoError(t, err)
