@@ -31,10 +31,40 @@ var ErrInvalidConfig = errors.New("projection: invalid config")
 // aggregator rather than write a wrong ledger.
 var ErrInvariant = errors.New("projection: invariant violated")
 
+// Names are the JetStream resources an Aggregator projects into. The zero
+// value is the live ledger of wire contract v1.
+type Names struct {
+	Requests, Sessions, State string // KV buckets
+	Rejected                  string // stream of rejections
+	RejectedPrefix            string // its subject prefix, ending in "."
+}
+
+// LiveNames are the resources of the live ledger.
+func LiveNames() Names {
+	return Names{Requests: events.RequestsBucket, Sessions: events.SessionsBucket, State: StateBucket,
+		Rejected: events.RejectedStream, RejectedPrefix: "ledger.rejected."}
+}
+
+// ScratchNames are where a rebuild projects the stream before it switches
+// the live ledger over.
+func ScratchNames() Names {
+	return Names{Requests: "ledger_rebuild_requests", Sessions: "ledger_rebuild_sessions", State: "ledger_rebuild_state",
+		Rejected: "LEDGER_REBUILD_REJECTED", RejectedPrefix: "ledger.rebuild.rejected."}
+}
+
+func (n Names) orLive() Names {
+	if n == (Names{}) {
+		return LiveNames()
+	}
+	return n
+}
+
 // Config configures an Aggregator. JS is required; the rest has defaults.
 type Config struct {
 	JS       jetstream.JetStream
 	Topology topology.Config
+	// Names are the resources to project into; zero is the live ledger.
+	Names Names
 	// BatchSize is the most events applied in one batch. Default 10,000:
 	// large batches coalesce more writes per key (a session touched by many
 	// events of a batch is written once); a quiet stream makes small ones.
@@ -137,6 +167,7 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.Apply == nil {
 		cfg.Apply = (*Request).Apply
 	}
+	cfg.Names = cfg.Names.orLive()
 	return &Aggregator{cfg: cfg, log: cfg.Logger}, nil
 }
 
@@ -163,7 +194,7 @@ func (a *Aggregator) Stats() Stats {
 // connection, write conflict) is abandoned and the work resumes from the
 // last checkpoint; losing the lease sends the instance back to standby.
 func (a *Aggregator) Run(ctx context.Context) error {
-	res, err := openResources(ctx, a.cfg.JS, a.cfg.Topology)
+	res, err := openResources(ctx, a.cfg.JS, a.cfg.Topology, a.cfg.Names)
 	if err != nil {
 		return err
 	}
@@ -177,6 +208,8 @@ func (a *Aggregator) Run(ctx context.Context) error {
 			return err
 		case errors.Is(err, ErrInvariant):
 			return err
+		case errors.Is(err, ErrYield):
+			a.log.Info("aggregator: standing by while a rebuild switches the ledger over")
 		case err != nil:
 			a.log.Warn("aggregator: batch abandoned; resuming from checkpoint", "err", err)
 		}
@@ -192,6 +225,7 @@ func (a *Aggregator) Run(ctx context.Context) error {
 
 // resources are the JetStream objects the aggregator works on.
 type resources struct {
+	names              Names
 	stream             jetstream.Stream
 	rejected           jetstream.Stream
 	requests, sessions *bucket
@@ -203,7 +237,7 @@ type resources struct {
 // maxPendingWrites bounds the pipelined writes in flight.
 const maxPendingWrites = 1 << 16
 
-func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Config) (*resources, error) {
+func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Config, names Names) (*resources, error) {
 	// Writes are pipelined a whole batch at a time: give them a JetStream
 	// context whose async window holds a batch, so publishing never stalls.
 	wjs, err := jetstream.New(js.Conn(), jetstream.WithPublishAsyncMaxPending(maxPendingWrites))
@@ -214,23 +248,23 @@ func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Conf
 	if err != nil {
 		return nil, err
 	}
-	rejected, err := topology.EnsureRejected(ctx, js, tc)
+	rejected, err := topology.EnsureRejectedAs(ctx, js, tc, names.Rejected, names.RejectedPrefix+">")
 	if err != nil {
 		return nil, err
 	}
-	req, err := topology.EnsureBucket(ctx, js, tc, events.RequestsBucket, "Usage ledger: one record per request_id (dedup projection).")
+	req, err := topology.EnsureBucket(ctx, js, tc, names.Requests, "Usage ledger: one record per request_id (dedup projection).")
 	if err != nil {
 		return nil, err
 	}
-	ses, err := topology.EnsureBucket(ctx, js, tc, events.SessionsBucket, "Usage ledger: per-session rollups.")
+	ses, err := topology.EnsureBucket(ctx, js, tc, names.Sessions, "Usage ledger: per-session rollups.")
 	if err != nil {
 		return nil, err
 	}
-	state, err := topology.EnsureBucket(ctx, js, tc, StateBucket, "Usage ledger: aggregator checkpoint and lease.")
+	state, err := topology.EnsureBucket(ctx, js, tc, names.State, "Usage ledger: aggregator checkpoint and lease.")
 	if err != nil {
 		return nil, err
 	}
-	res := &resources{stream: stream, rejected: rejected, state: state, wjs: wjs}
+	res := &resources{names: names, stream: stream, rejected: rejected, state: state, wjs: wjs}
 	if res.requests, err = newBucket(ctx, wjs, req); err != nil {
 		return nil, err
 	}
@@ -270,7 +304,7 @@ func (a *Aggregator) lead(ctx context.Context, res *resources) error {
 	if !errors.As(err, &crash) {
 		cancel(nil)
 		wg.Wait()
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(context.Cause(runCtx), ErrYield) {
 			relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			l.release(relCtx)
 			relCancel()
@@ -290,6 +324,12 @@ func (a *Aggregator) lead(ctx context.Context, res *resources) error {
 // the caller's (its end is a graceful stop); runCtx also ends when the
 // lease is lost (then nothing more is written).
 func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
+	if a.cfg.Names == LiveNames() {
+		// A rebuild's switch that was interrupted is finished first.
+		if err := completeSwitch(runCtx, a.cfg.JS, res, a.log, func(string, uint64, uint64) {}); err != nil {
+			return err
+		}
+	}
 	cp, cpRev, err := readCheckpoint(runCtx, res.state)
 	if err != nil {
 		return err
@@ -433,7 +473,7 @@ func ReadCheckpoint(ctx context.Context, js jetstream.JetStream) (uint64, error)
 func lastRejectedSeq(ctx context.Context, rejected jetstream.Stream) (uint64, error) {
 	info, err := rejected.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("projection: reading %s: %w", events.RejectedStream, err)
+		return 0, fmt.Errorf("projection: reading %s: %w", rejected.CachedInfo().Config.Name, err)
 	}
 	if info.State.Msgs == 0 {
 		return 0, nil

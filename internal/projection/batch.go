@@ -345,7 +345,7 @@ func (b *batcher) recordRejects(ctx context.Context, rejects []rejection) error 
 		if r.seq <= b.rejectFloor {
 			continue // recorded before a crash
 		}
-		m := nats.NewMsg(events.RejectedSubject(r.reason, r.seq))
+		m := nats.NewMsg(b.res.names.RejectedPrefix + string(r.reason) + "." + strconv.FormatUint(r.seq, 10))
 		m.Data = r.data
 		m.Header.Set(events.HeaderRejectReason, string(r.reason))
 		m.Header.Set(events.HeaderRejectDetail, oneLine(r.detail))

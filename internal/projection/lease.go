@@ -16,6 +16,14 @@ var ErrLeaseLost = errors.New("projection: lease lost to another instance")
 
 const leaseKey = "lease"
 
+// yieldKey asks the lease holder to step aside: a rebuild writes it (and
+// keeps rewriting it every TTL/3) while it switches the live ledger over.
+// A yield request nobody has rewritten for a TTL is stale and ignored.
+const yieldKey = "yield"
+
+// ErrYield means the lease holder stepped aside for a rebuild.
+var ErrYield = errors.New("projection: stepped aside for a rebuild")
+
 // leaseValue is what the lease key holds.
 type leaseValue struct {
 	Holder string        `json:"holder"`
@@ -42,11 +50,21 @@ func (l *lease) acquire(ctx context.Context, poll time.Duration) error {
 	if err != nil {
 		return err
 	}
-	var seenRev uint64
-	var seenAt time.Time
+	var seenRev, yieldRev uint64
+	var seenAt, yieldAt time.Time
 	for {
-		e, err := l.kv.Get(ctx, leaseKey)
+		wait, err := l.yieldPending(ctx, &yieldRev, &yieldAt)
+		if err != nil {
+			return err
+		}
+		var e jetstream.KeyValueEntry
+		if wait {
+			err = errWaitForYield
+		} else {
+			e, err = l.kv.Get(ctx, leaseKey)
+		}
 		switch {
+		case errors.Is(err, errWaitForYield):
 		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
 			rev, cerr := l.kv.Create(ctx, leaseKey, val)
 			if cerr == nil {
@@ -93,6 +111,45 @@ func (l *lease) acquire(ctx context.Context, poll time.Duration) error {
 	}
 }
 
+var errWaitForYield = errors.New("a rebuild asked for the lease")
+
+// yieldPending reports whether someone else's fresh yield request is in
+// force; a stale one is deleted.
+func (l *lease) yieldPending(ctx context.Context, rev *uint64, at *time.Time) (bool, error) {
+	e, err := l.kv.Get(ctx, yieldKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("projection: reading %s: %w", yieldKey, err)
+	}
+	var v leaseValue
+	_ = json.Unmarshal(e.Value(), &v)
+	if v.Holder == l.holder {
+		return false, nil
+	}
+	now := l.now()
+	if e.Revision() != *rev {
+		*rev, *at = e.Revision(), now
+	}
+	if now.Sub(*at) <= l.ttl {
+		return true, nil
+	}
+	_ = l.kv.Delete(ctx, yieldKey, jetstream.LastRevision(e.Revision())) // stale: its rebuild is gone
+	return false, nil
+}
+
+// yieldRequested reports whether another instance has asked for the lease.
+func (l *lease) yieldRequested(ctx context.Context) bool {
+	e, err := l.kv.Get(ctx, yieldKey)
+	if err != nil {
+		return false
+	}
+	var v leaseValue
+	_ = json.Unmarshal(e.Value(), &v)
+	return v.Holder != l.holder
+}
+
 // renew rewrites the lease; ErrLeaseLost when someone else changed it.
 func (l *lease) renew(ctx context.Context) error {
 	val, err := json.Marshal(leaseValue{Holder: l.holder, TTL: l.ttl})
@@ -127,6 +184,9 @@ func (l *lease) keep(ctx context.Context) error {
 		err := l.renew(ctx)
 		if err == nil {
 			lastOK = l.now()
+			if l.yieldRequested(ctx) {
+				return ErrYield
+			}
 			continue
 		}
 		if errors.Is(err, ErrLeaseLost) || ctx.Err() != nil {

@@ -80,14 +80,20 @@ func EnsureAttempts(ctx context.Context, js jetstream.JetStream, c Config) (jets
 
 // EnsureRejected creates LEDGER_REJECTED when it is missing and returns it.
 func EnsureRejected(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Stream, error) {
+	return EnsureRejectedAs(ctx, js, c, events.RejectedStream, events.RejectedSubjects)
+}
+
+// EnsureRejectedAs creates a stream laid out like LEDGER_REJECTED under
+// another name and subjects (a rebuild's scratch copy).
+func EnsureRejectedAs(ctx context.Context, js jetstream.JetStream, c Config, name, subjects string) (jetstream.Stream, error) {
 	c, err := c.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	return ensureStream(ctx, js, jetstream.StreamConfig{
-		Name:        events.RejectedStream,
+		Name:        name,
 		Description: "Usage ledger: attempt events the aggregator refused, once each, with the reason.",
-		Subjects:    []string{events.RejectedSubjects},
+		Subjects:    []string{subjects},
 		Storage:     jetstream.FileStorage,
 		Duplicates:  c.DuplicateWindow,
 		Replicas:    c.Replicas,
