@@ -217,6 +217,7 @@ func holdAndSwitch(ctx context.Context, js jetstream.JetStream, live *resources,
 	release()
 	return deleteScratch(context.WithoutCancel(ctx), js, ScratchNames())
 }
+
 // completeSwitch copies the scratch projection named by the switch record
 // over the live ledger, when there is a switch record. It is idempotent:
 // every step writes absolute values. The caller holds the live lease.
