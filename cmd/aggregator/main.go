@@ -5,6 +5,7 @@
 //	aggregator [run] [flags]      project events until SIGINT/SIGTERM
 //	aggregator report [flags]     print the ledger per session
 //	aggregator wait [flags]       wait until the ledger has caught up
+//	aggregator rebuild [flags]    rebuild the ledger from the stream, live
 //
 // Every subcommand connects to --nats-url or NATS_URL; with neither, it
 // starts an embedded NATS server from nats.conf (JetStream, store under
@@ -49,6 +50,7 @@ const usage = `usage: aggregator [run|report|wait] [flags]
   run     project LEDGER_ATTEMPTS into the ledger until SIGINT/SIGTERM (default)
   report  print the ledger per session: usage, billed, retry overhead
   wait    wait until the ledger has applied every event in the stream
+  rebuild rebuild the ledger from the whole stream under this code, live
 
 Run 'aggregator <command> -h' for the flags of a command.
 `
@@ -66,6 +68,8 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = reportCmd(ctx, args, stdout, stderr)
 	case "wait":
 		err = waitCmd(ctx, args, stdout, stderr)
+	case "rebuild":
+		err = rebuildCmd(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
