@@ -26,24 +26,7 @@ func BenchmarkCatchUp(b *testing.B) {
 				b.StopTimer()
 				e := newEnv(b)
 				ctx := context.Background()
-				rng := rand.New(rand.NewPCG(1, 2))
-				n, req := 0, 0
-				for n < size.events {
-					req++
-					session := fmt.Sprintf("s%d", rng.IntN(size.sessions))
-					request := fmt.Sprintf("r%d", req)
-					attempt := 0
-					if rng.IntN(5) == 0 {
-						w := evSpec{n: n, session: session, request: request, attempt: 0, in: 500}.wire(b)
-						publishAsync(b, e, w)
-						n++
-						attempt = 1
-					}
-					w := evSpec{n: n, session: session, request: request, attempt: attempt, success: true, in: 500, out: 1200}.wire(b)
-					publishAsync(b, e, w)
-					n++
-				}
-				<-e.js.PublishAsyncComplete()
+				n := fillStream(b, e, size.events, size.sessions)
 				last := e.lastSeq()
 				b.StartTimer()
 				start := time.Now()
@@ -62,6 +45,58 @@ func BenchmarkCatchUp(b *testing.B) {
 				b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 			}
 		})
+	}
+}
+
+// fillStream publishes about events events: ~1.25 attempts per request,
+// 20 % of requests with a billed failed attempt.
+func fillStream(b *testing.B, e *env, events, sessions int) int {
+	rng := rand.New(rand.NewPCG(1, 2))
+	n, req := 0, 0
+	for n < events {
+		req++
+		session := fmt.Sprintf("s%d", rng.IntN(sessions))
+		request := fmt.Sprintf("r%d", req)
+		attempt := 0
+		if rng.IntN(5) == 0 {
+			publishAsync(b, e, evSpec{n: n, session: session, request: request, attempt: 0, in: 500}.wire(b))
+			n++
+			attempt = 1
+		}
+		publishAsync(b, e, evSpec{n: n, session: session, request: request, attempt: attempt, success: true, in: 500, out: 1200}.wire(b))
+		n++
+	}
+	<-e.js.PublishAsyncComplete()
+	return n
+}
+
+// BenchmarkRebuild measures a rebuild of a ledger already live over the
+// whole stream: the projection phase into scratch buckets (events/s) and
+// the whole rebuild including the switch.
+//
+//	go test -run '^$' -bench Rebuild -benchtime 1x ./internal/projection/
+func BenchmarkRebuild(b *testing.B) {
+	const events, sessions = 200_000, 10_000
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e := newEnv(b)
+		n := fillStream(b, e, events, sessions)
+		live := e.start(Config{InstanceID: "live", LeaseTTL: time.Second})
+		e.waitCheckpoint(e.lastSeq())
+		b.StartTimer()
+		start := time.Now()
+		var projected time.Duration
+		err := Rebuild(context.Background(), RebuildConfig{JS: e.js, LeaseTTL: time.Second, Progress: func(p string, applied, last uint64) {
+			if p == "project" && last > 0 && applied >= last && projected == 0 {
+				projected = time.Since(start)
+			}
+		}})
+		total := time.Since(start)
+		b.StopTimer()
+		require.NoError(b, err)
+		require.NoError(b, live.stop(b))
+		b.ReportMetric(float64(n)/projected.Seconds(), "projected-events/s")
+		b.ReportMetric(total.Seconds(), "rebuild-s")
 	}
 }
 
