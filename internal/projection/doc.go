@@ -67,6 +67,22 @@
 // the aggregator at every one of these write points and compare the
 // outcome with an in-memory model.
 //
+// # Rebuild
+//
+// Rebuild replays the whole stream under the current code into scratch
+// buckets with this same machinery (its own lease, checkpoint and
+// rejections), while the live aggregator keeps serving. To switch over it
+// asks the live holder to step aside (key "yield" in ledger_state, kept
+// fresh while the rebuild lives; a stale one is ignored), takes the live
+// lease, lets the scratch projection catch up once more, records the switch
+// (key "switch": the scratch checkpoint) and copies: every scratch record
+// replaces the live one whole, live records the new code does not have are
+// deleted, the rejections are replaced, and the live checkpoint is set to
+// the scratch one. Every step writes absolute values, so the copy is
+// idempotent, and whoever holds the live lease next finishes a switch that
+// was interrupted. Afterwards the live aggregator resumes from the scratch
+// checkpoint and applies what was published meanwhile.
+//
 // # Batching
 //
 // A batch reads each touched key once (from a bounded cache of the records
