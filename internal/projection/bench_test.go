@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
@@ -108,7 +109,6 @@ func publishAsync(b *testing.B, e *env, w wire) {
 	require.NoError(b, err)
 }
 
-var _ = events.SchemaV1
 
 func benchBatch() int {
 	var n int
@@ -116,4 +116,37 @@ func benchBatch() int {
 		return n
 	}
 	return 0
+}
+
+// BenchmarkRawConsume is the yardstick of BenchmarkCatchUp: the same
+// stream read by an ordered consumer that decodes every event and writes
+// nothing.
+func BenchmarkRawConsume(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e := newEnv(b)
+		n := fillStream(b, e, 100_000, 1_000)
+		b.StartTimer()
+		start := time.Now()
+		s, err := e.js.Stream(context.Background(), events.AttemptsStream)
+		require.NoError(b, err)
+		cons, err := s.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{})
+		require.NoError(b, err)
+		got := 0
+		done := make(chan struct{})
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			if _, err := events.Decode(m.Data()); err != nil {
+				b.Error(err)
+			}
+			got++
+			if got == n {
+				close(done)
+			}
+		}, jetstream.PullMaxMessages(20_000))
+		require.NoError(b, err)
+		<-done
+		elapsed := time.Since(start)
+		cc.Stop()
+		b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+	}
 }
