@@ -3,6 +3,8 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -11,6 +13,9 @@ import (
 // ErrNotReady is returned when the server does not accept connections in
 // time.
 var ErrNotReady = errors.New("embedded: NATS server not ready")
+
+// ErrAddrInUse is returned when the configured listen address is taken.
+var ErrAddrInUse = errors.New("embedded: listen address in use")
 
 // Server is a running embedded NATS server.
 type Server struct {
@@ -38,6 +43,14 @@ func FromConfig(path, storeDir string, logs bool) (*Server, error) {
 // connections.
 func Start(opts *server.Options) (*Server, error) {
 	opts.NoSigs = true
+	if opts.Port > 0 {
+		addr := net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s is already in use (another aggregator or NATS server?); connect to it with --nats-url nats://%s, or stop it", ErrAddrInUse, addr, addr)
+		}
+		_ = ln.Close()
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
