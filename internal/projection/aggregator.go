@@ -74,7 +74,9 @@ type Config struct {
 	InstanceID string
 	// LeaseTTL is how long a silent lease holder keeps the lease. Default 10s.
 	LeaseTTL time.Duration
-	// CacheSize bounds the records kept in memory. Default 100,000.
+	// CacheSize bounds the records kept in memory. Default 20,000: attempts
+	// of one call mostly land in one batch, so the cache serves retries that
+	// straddle batches, and memory stays bounded whatever the number of keys.
 	CacheSize int
 	// RetryDelay is the pause after a failed batch before starting again
 	// from the checkpoint. Default 500ms.
@@ -150,7 +152,7 @@ func New(cfg Config) (*Aggregator, error) {
 		return nil, fmt.Errorf("%w: LeaseTTL %s must be at least 30ms", ErrInvalidConfig, cfg.LeaseTTL)
 	}
 	if cfg.CacheSize == 0 {
-		cfg.CacheSize = 100_000
+		cfg.CacheSize = 20_000
 	}
 	if cfg.CacheSize < 0 {
 		return nil, fmt.Errorf("%w: CacheSize %d must not be negative", ErrInvalidConfig, cfg.CacheSize)
