@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin
 RUN_DIR ?= data/run
 
-.PHONY: all build run test race vet fmt fmt-check tidy-check fuzz bench clean
+.PHONY: all build run test race vet fmt fmt-check tidy-check fuzz bench gobench clean
 
 all: build
 
@@ -39,9 +39,18 @@ tidy-check:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./internal/events/
 
-# Go benchmarks of the hot pieces.
+# The benchmark harness of the performance targets (cmd/bench): publish,
+# raw consume, aggregator catch-up, peak RSS, middleware overhead; results
+# under bench/results/. Quick run: make bench BENCH_SCALE=0.1 (also
+# BENCH_EVENTS, BENCH_WORKLOADS=a,b,c). Go benchmarks: make gobench.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) $(GO) run ./cmd/bench
 
 clean:
 	rm -rf $(BIN) data
+
+# Go benchmarks of the hot pieces (decode, merge, middleware, publisher,
+# catch-up, rebuild).
+gobench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x ./internal/projection/
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/events/ ./internal/retry/ ./internal/breaker/

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/projection"
+)
+
+// The hidden subcommands run in child processes.
+const (
+	childAggregate = "aggregate"
+	childRaw       = "raw"
+)
+
+// childResult is what a child prints on stdout, as JSON.
+type childResult struct {
+	Events        uint64  `json:"events"`
+	Seconds       float64 `json:"seconds"`
+	Rate          float64 `json:"rate"`
+	HeapInusePeak uint64  `json:"heap_inuse_peak"`
+	HeapAllocPeak uint64  `json:"heap_alloc_peak"`
+	// VmHWMBytes is the child's own peak RSS, from /proc/self/status.
+	VmHWMBytes uint64 `json:"vm_hwm_bytes"`
+}
+
+func runChild(kind string, args []string) error {
+	fs := flag.NewFlagSet(kind, flag.ContinueOnError)
+	url := fs.String("nats-url", "", "server URL")
+	last := fs.Uint64("last", 0, "last stream sequence to wait for")
+	batch := fs.Int("batch", 0, "aggregator BatchSize")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *url == "" || *last == 0 {
+		return errors.New("--nats-url and --last are required")
+	}
+	nc, err := nats.Connect(*url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+
+	var peak memPeak
+	stopSampler := peak.sample(20 * time.Millisecond)
+	var res childResult
+	switch kind {
+	case childRaw:
+		res, err = rawConsume(ctx, js, *last)
+	default:
+		res, err = aggregate(ctx, js, *last, *batch)
+	}
+	stopSampler()
+	if err != nil {
+		return err
+	}
+	res.HeapInusePeak, res.HeapAllocPeak = peak.inuse.Load(), peak.alloc.Load()
+	res.VmHWMBytes = procKiB("/proc/self/status", "VmHWM")
+	return printJSON(res)
+}
+
+// rawConsume reads the stream with an ordered consumer (the aggregator's
+// kind: no acks), decoding every event and writing nothing.
+func rawConsume(ctx context.Context, js jetstream.JetStream, last uint64) (childResult, error) {
+	start := time.Now()
+	s, err := js.Stream(ctx, events.AttemptsStream)
+	if err != nil {
+		return childResult{}, err
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AttemptsSubjects}})
+	if err != nil {
+		return childResult{}, err
+	}
+	var n atomic.Uint64
+	var bad atomic.Uint64
+	done := make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if _, err := events.Decode(m.Data()); err != nil {
+			bad.Add(1)
+		}
+		md, err := m.Metadata()
+		c := n.Add(1)
+		if err == nil && md.Sequence.Stream >= last || c >= last {
+			select {
+			case <-done:
+			default:
+				close(done)
+			}
+		}
+	}, jetstream.PullMaxMessages(20_000))
+	if err != nil {
+		return childResult{}, err
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		cc.Stop()
+		return childResult{}, ctx.Err()
+	}
+	elapsed := time.Since(start)
+	cc.Stop()
+	if b := bad.Load(); b > 0 {
+		return childResult{}, fmt.Errorf("raw: %d events did not decode", b)
+	}
+	got := n.Load()
+	return childResult{Events: got, Seconds: elapsed.Seconds(), Rate: float64(got) / elapsed.Seconds()}, nil
+}
+
+// aggregate runs the aggregator into empty buckets until its checkpoint
+// reaches last.
+func aggregate(ctx context.Context, js jetstream.JetStream, last uint64, batch int) (childResult, error) {
+	start := time.Now()
+	agg, err := projection.New(projection.Config{JS: js, BatchSize: batch, LeaseTTL: time.Second})
+	if err != nil {
+		return childResult{}, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- agg.Run(runCtx) }()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		seq, err := projection.ReadCheckpoint(ctx, js)
+		if err == nil && seq >= last {
+			break
+		}
+		select {
+		case err := <-done:
+			return childResult{}, fmt.Errorf("aggregator stopped before catching up: %v", err)
+		case <-ctx.Done():
+			return childResult{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+	elapsed := time.Since(start)
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		return childResult{}, fmt.Errorf("aggregator: %w", err)
+	}
+	return childResult{Events: last, Seconds: elapsed.Seconds(), Rate: float64(last) / elapsed.Seconds()}, nil
+}
+
+// memPeak keeps the highest heap figures sampled.
+type memPeak struct{ inuse, alloc atomic.Uint64 }
+
+// sample reads the heap every period until the returned func is called;
+// that func waits for the sampler to stop and takes a last sample.
+func (p *memPeak) sample(period time.Duration) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	read := func() {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapInuse > p.inuse.Load() {
+			p.inuse.Store(ms.HeapInuse)
+		}
+		if ms.HeapAlloc > p.alloc.Load() {
+			p.alloc.Store(ms.HeapAlloc)
+		}
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				read()
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}

@@ -1,0 +1,116 @@
+// Command bench is the benchmark harness of the ledger: on an embedded
+// NATS server with file storage in a temp dir it generates the workloads
+// of the performance issue, then measures the publish rate (emit), the raw
+// consume rate, the aggregator's catch-up rate into empty buckets, its
+// peak RSS and heap, and the retry middleware's overhead, prints a table
+// and writes the results as JSON under bench/results/.
+//
+//	go run ./cmd/bench [--scale 0.1] [--events N] [--workloads a,b,c]
+//
+// The raw consumer and the aggregator each run in a child process (this
+// binary re-executed with a hidden subcommand) so that their rates and
+// peak RSS compare like with like.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case childAggregate, childRaw:
+			if err := runChild(os.Args[1], os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "bench:", err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if err := run(context.Background(), cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the harness's settings.
+type config struct {
+	Scale     float64  `json:"scale"`
+	Events    int      `json:"events,omitempty"` // overrides the scaled event count of every workload
+	Workloads []string `json:"workloads"`
+	Seed      uint64   `json:"seed"`
+	Batch     int      `json:"aggregator_batch_size,omitempty"`
+	Out       string   `json:"-"`
+}
+
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	cfg := config{Scale: 1, Seed: 1}
+	if v := os.Getenv("BENCH_SCALE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			return cfg, fmt.Errorf("BENCH_SCALE %q must be a positive number", v)
+		}
+		cfg.Scale = f
+	}
+	if v := os.Getenv("BENCH_EVENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("BENCH_EVENTS %q must be a positive integer", v)
+		}
+		cfg.Events = n
+	}
+	workloads := "a,b,c"
+	if v := os.Getenv("BENCH_WORKLOADS"); v != "" {
+		workloads = v
+	}
+	fs.Float64Var(&cfg.Scale, "scale", cfg.Scale, "multiplies every workload's sizes (env BENCH_SCALE)")
+	fs.IntVar(&cfg.Events, "events", cfg.Events, "events per workload, overriding the scaled count; sessions and requests scale with it (env BENCH_EVENTS)")
+	fs.StringVar(&workloads, "workloads", workloads, "comma-separated workloads to run: a, b, c (env BENCH_WORKLOADS)")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload generator")
+	fs.IntVar(&cfg.Batch, "batch", 0, "aggregator BatchSize (0: the aggregator's default)")
+	fs.StringVar(&cfg.Out, "out", "bench/results", "directory of the JSON results")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if cfg.Scale <= 0 {
+		return cfg, fmt.Errorf("--scale %v must be positive", cfg.Scale)
+	}
+	if cfg.Events < 0 {
+		return cfg, fmt.Errorf("--events %d must not be negative", cfg.Events)
+	}
+	for _, w := range strings.Split(workloads, ",") {
+		w = strings.TrimSpace(w)
+		switch w {
+		case "a", "b", "c":
+			cfg.Workloads = append(cfg.Workloads, w)
+		case "":
+		default:
+			return cfg, fmt.Errorf("--workloads: unknown workload %q; the workloads are a, b, c", w)
+		}
+	}
+	if len(cfg.Workloads) == 0 {
+		return cfg, errors.New("--workloads: no workload selected")
+	}
+	return cfg, nil
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	return enc.Encode(v)
+}

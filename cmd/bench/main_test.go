@@ -1,0 +1,73 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/internal/bench"
+)
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name      string
+		env       map[string]string
+		args      []string
+		want      config
+		wantError string
+	}{
+		{"defaults", nil, nil, config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results"}, ""},
+		{"env", map[string]string{"BENCH_SCALE": "0.1", "BENCH_EVENTS": "5000", "BENCH_WORKLOADS": "c"}, nil,
+			config{Scale: 0.1, Events: 5000, Seed: 1, Workloads: []string{"c"}, Out: "bench/results"}, ""},
+		{"flags over env", map[string]string{"BENCH_SCALE": "0.1"}, []string{"--scale", "0.5", "--workloads", "a, b"},
+			config{Scale: 0.5, Seed: 1, Workloads: []string{"a", "b"}, Out: "bench/results"}, ""},
+		{"bad scale", map[string]string{"BENCH_SCALE": "x"}, nil, config{}, "BENCH_SCALE"},
+		{"unknown workload", nil, []string{"--workloads", "a,z"}, config{}, `unknown workload "z"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, k := range []string{"BENCH_SCALE", "BENCH_EVENTS", "BENCH_WORKLOADS"} {
+				t.Setenv(k, tt.env[k])
+			}
+			got, err := parseFlags(tt.args)
+			if tt.wantError != "" {
+				require.ErrorContains(t, err, tt.wantError)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestResize(t *testing.T) {
+	specs := bench.Standard(1)
+	a := resize(specs[0], 100_000)
+	assert.Equal(t, 100_000, a.Events)
+	assert.Equal(t, 1_000, a.Sessions)
+	c := resize(specs[2], 100_001)
+	assert.Equal(t, 50_000, c.Requests)
+	assert.Equal(t, 100_000, c.Events, "a whole number of attempts per request")
+	assert.Equal(t, 10_000, c.Sessions)
+	require.NoError(t, c.Validate())
+}
+
+func TestEvaluate(t *testing.T) {
+	res := results{
+		Workloads: []workloadResult{{Spec: bench.Spec{Name: "c"}, PublishRate: 200_000, Ratio: 0.4,
+			Aggregator: childRun{PeakRSSBytes: 100 << 20}}},
+		Middleware: []middlewareResult{{Name: "mem", NsPerOp: 500, AllocsPerOp: 3, Target: true}, {Name: "nats", NsPerOp: 9000, AllocsPerOp: 40}},
+	}
+	got := map[string]bool{}
+	for _, c := range evaluate(res) {
+		got[c.Target] = c.Pass
+	}
+	assert.Equal(t, map[string]bool{
+		"workload c: aggregator/raw >= 0.5":         false,
+		"workload c: publish >= 150000 ev/s":        true,
+		"workload c: aggregator peak RSS < 256 MiB": true,
+		"mem: < 2000 ns/op":                         true,
+		"mem: < 15 allocs/op":                       true,
+	}, got)
+}

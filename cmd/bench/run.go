@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/ledger/internal/bench"
+	"github.com/agentledger/ledger/internal/embedded"
+	"github.com/agentledger/ledger/internal/emit"
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/topology"
+)
+
+// Targets of the performance issue.
+const (
+	targetRatio        = 0.5
+	targetPublishRate  = 150_000
+	targetPeakRSSMiB   = 256
+	targetMiddlewareNs = 2000
+	targetAllocs       = 15
+)
+
+// childRun is a child's result plus what the parent measured of it.
+type childRun struct {
+	childResult
+	PeakRSSBytes      uint64 `json:"peak_rss_bytes"`
+	RusageMaxRSSBytes uint64 `json:"rusage_maxrss_bytes"`
+}
+
+// workloadResult is one workload's row.
+type workloadResult struct {
+	Spec        bench.Spec `json:"spec"`
+	Events      int        `json:"events"`
+	PublishRate float64    `json:"publish_rate"`
+	PublishSecs float64    `json:"publish_seconds"`
+	Raw         childRun   `json:"raw_consume"`
+	Aggregator  childRun   `json:"aggregator"`
+	Ratio       float64    `json:"ratio"`
+	// RebuildRate is nil until the replay issue lands.
+	RebuildRate *float64 `json:"rebuild_rate"`
+	VerifyRate  *float64 `json:"verify_rate"`
+}
+
+type results struct {
+	Started    time.Time          `json:"started"`
+	Machine    machine            `json:"machine"`
+	Config     config             `json:"config"`
+	RawMethod  string             `json:"raw_consume_method"`
+	Workloads  []workloadResult   `json:"workloads"`
+	Middleware []middlewareResult `json:"middleware"`
+	Targets    []check            `json:"targets"`
+}
+
+func run(ctx context.Context, cfg config) error {
+	res := results{Started: time.Now().UTC(), Machine: describeMachine(), Config: cfg,
+		RawMethod: "ordered consumer (as the aggregator), PullMaxMessages 20000, no acks; events.Decode of every event"}
+	specs := map[string]bench.Spec{}
+	for _, s := range bench.Standard(cfg.Scale) {
+		if cfg.Events > 0 {
+			s = resize(s, cfg.Events)
+		}
+		specs[s.Name] = s
+	}
+	for _, name := range cfg.Workloads {
+		fmt.Fprintf(os.Stderr, "workload %s: %+v\n", name, specs[name])
+		w, err := runWorkload(ctx, cfg, specs[name])
+		if err != nil {
+			return fmt.Errorf("workload %s: %w", name, err)
+		}
+		res.Workloads = append(res.Workloads, w)
+	}
+	fmt.Fprintln(os.Stderr, "middleware benchmarks")
+	mw, err := benchMiddleware(ctx)
+	if err != nil {
+		return err
+	}
+	res.Middleware = mw
+	res.Targets = evaluate(res)
+	printTable(os.Stdout, res)
+	return writeResults(cfg.Out, res)
+}
+
+// resize gives s exactly events events, scaling sessions and requests in
+// proportion.
+func resize(s bench.Spec, n int) bench.Spec {
+	f := float64(n) / float64(s.Events)
+	s.Sessions = max(1, int(float64(s.Sessions)*f))
+	if s.Requests > 0 {
+		per := s.Events / s.Requests
+		s.Requests = max(1, n/per)
+		n = s.Requests * per
+	}
+	s.Events = n
+	return s
+}
+
+func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResult, error) {
+	w := workloadResult{Spec: spec}
+	dir, err := os.MkdirTemp("", "ledger-bench-")
+	if err != nil {
+		return w, err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := embedded.Start(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true})
+	if err != nil {
+		return w, err
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		return w, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return w, err
+	}
+	stream, err := topology.EnsureAttempts(ctx, js, topology.Config{})
+	if err != nil {
+		return w, err
+	}
+
+	// Publish rate: emit's Publisher, generation included, up to Close
+	// (every event acknowledged).
+	pub, err := emit.New(js)
+	if err != nil {
+		return w, err
+	}
+	start := time.Now()
+	n := 0
+	genErr := bench.Generate(spec, cfg.Seed, func(ev *events.Attempt) error {
+		n++
+		return pub.Publish(ctx, ev)
+	})
+	stats, closeErr := pub.Close(ctx)
+	elapsed := time.Since(start)
+	if genErr != nil {
+		return w, fmt.Errorf("publish: %w", genErr)
+	}
+	if closeErr != nil {
+		return w, fmt.Errorf("publish: %w", closeErr)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return w, err
+	}
+	if info.State.Msgs != uint64(n) {
+		return w, fmt.Errorf("stream holds %d events, %d published (emit stats %+v)", info.State.Msgs, n, stats)
+	}
+	w.Events, w.PublishSecs, w.PublishRate = n, elapsed.Seconds(), float64(n)/elapsed.Seconds()
+	last := info.State.LastSeq
+
+	if w.Raw, err = runChildProcess(ctx, childRaw, srv.URL(), last, cfg.Batch); err != nil {
+		return w, err
+	}
+	if w.Aggregator, err = runChildProcess(ctx, childAggregate, srv.URL(), last, cfg.Batch); err != nil {
+		return w, err
+	}
+	w.Ratio = w.Aggregator.Rate / w.Raw.Rate
+	return w, nil
+}
+
+// runChildProcess re-executes this binary with a hidden subcommand and
+// reads its JSON result and peak RSS.
+func runChildProcess(ctx context.Context, kind, url string, last uint64, batch int) (childRun, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return childRun{}, err
+	}
+	cmd := exec.CommandContext(ctx, self, kind, "--nats-url", url, "--last", strconv.FormatUint(last, 10), "--batch", strconv.Itoa(batch))
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return childRun{}, fmt.Errorf("%s child: %w: %s", kind, err, errOut.String())
+	}
+	var r childRun
+	if err := json.Unmarshal(out.Bytes(), &r.childResult); err != nil {
+		return childRun{}, fmt.Errorf("%s child: reading its result %q: %w", kind, out.String(), err)
+	}
+	// The child's own high-water mark: the rusage Maxrss of a child
+	// started by Go includes the parent's RSS at the fork (os/exec forks
+	// with CLONE_VM), which here holds the embedded server's memory. The
+	// rusage figure is the fallback where /proc is missing.
+	r.PeakRSSBytes = r.VmHWMBytes
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.RusageMaxRSSBytes = uint64(ru.Maxrss) * 1024 // KiB on Linux
+		if r.PeakRSSBytes == 0 {
+			r.PeakRSSBytes = r.RusageMaxRSSBytes
+		}
+	}
+	return r, nil
+}
+
+func writeResults(dir string, res results) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	name := filepath.Join(dir, res.Started.Format("20060102T150405Z")+".json")
+	if err := os.WriteFile(name, data, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "latest.json"), data, 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("\nresults written to %s and %s\n", name, filepath.Join(dir, "latest.json"))
+	return nil
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// check is one target and whether this run met it.
+type check struct {
+	Target string `json:"target"`
+	Got    string `json:"got"`
+	Pass   bool   `json:"pass"`
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+func evaluate(res results) []check {
+	var cs []check
+	for _, w := range res.Workloads {
+		cs = append(cs, check{fmt.Sprintf("workload %s: aggregator/raw >= %.1f", w.Spec.Name, targetRatio), fmt.Sprintf("%.2f", w.Ratio), w.Ratio >= targetRatio})
+		cs = append(cs, check{fmt.Sprintf("workload %s: publish >= %d ev/s", w.Spec.Name, targetPublishRate), fmt.Sprintf("%.0f", w.PublishRate), w.PublishRate >= targetPublishRate})
+		if w.Spec.Name == "c" {
+			rss := mib(w.Aggregator.PeakRSSBytes)
+			cs = append(cs, check{fmt.Sprintf("workload c: aggregator peak RSS < %d MiB", targetPeakRSSMiB), fmt.Sprintf("%.0f MiB", rss), rss < targetPeakRSSMiB})
+		}
+	}
+	for _, m := range res.Middleware {
+		if !m.Target {
+			continue
+		}
+		cs = append(cs, check{m.Name + fmt.Sprintf(": < %d ns/op", targetMiddlewareNs), fmt.Sprintf("%.0f", m.NsPerOp), m.NsPerOp < targetMiddlewareNs})
+		cs = append(cs, check{m.Name + fmt.Sprintf(": < %d allocs/op", targetAllocs), fmt.Sprintf("%d", m.AllocsPerOp), m.AllocsPerOp < targetAllocs})
+	}
+	return cs
+}
+
+func printTable(out io.Writer, res results) {
+	mc := res.Machine
+	fmt.Fprintf(out, "machine: %d CPUs, %s, %.1f GiB, %s/%s, %s, nats-server %s, commit %s (dirty %v)\n",
+		mc.CPUs, mc.CPUModel, float64(mc.MemTotalBytes)/(1<<30), mc.GOOS, mc.GOARCH, mc.GoVersion, mc.NATSServer, mc.GitCommit, mc.GitDirty)
+	fmt.Fprintf(out, "raw consumer: %s\n\n", res.RawMethod)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tevents\tsessions\tpublish ev/s\traw ev/s\taggregator ev/s\tratio\trebuild/verify ev/s\tagg RSS MiB\tagg heap MiB\traw RSS MiB\t")
+	for _, w := range res.Workloads {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t%s\t%.0f\t%.0f\t%.0f\t\n", w.Spec.Name, w.Events, w.Spec.Sessions,
+			w.PublishRate, w.Raw.Rate, w.Aggregator.Rate, w.Ratio, "n/a (not implemented yet)",
+			mib(w.Aggregator.PeakRSSBytes), mib(w.Aggregator.HeapInusePeak), mib(w.Raw.PeakRSSBytes))
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+	for _, m := range res.Middleware {
+		note := ""
+		if !m.Target {
+			note = " (informational: includes the publisher's share of the machine; the target applies to the MemorySink line)"
+		}
+		fmt.Fprintf(out, "middleware %s: %.0f ns/op, %d allocs/op, %d B/op (n=%d)%s\n", m.Name, m.NsPerOp, m.AllocsPerOp, m.BytesPerOp, m.N, note)
+	}
+	fmt.Fprintln(out)
+	for _, c := range res.Targets {
+		verdict := "FAIL"
+		if c.Pass {
+			verdict = "pass"
+		}
+		fmt.Fprintf(out, "%-4s  %s: %s\n", verdict, c.Target, c.Got)
+	}
+}
