@@ -109,7 +109,6 @@ func publishAsync(b *testing.B, e *env, w wire) {
 	require.NoError(b, err)
 }
 
-
 func benchBatch() int {
 	var n int
 	if _, err := fmt.Sscan(os.Getenv("BENCH_BATCH"), &n); err == nil {
