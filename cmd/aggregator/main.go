@@ -27,6 +27,7 @@ import (
 	"github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/projection"
+	"github.com/agentledger/ledger/internal/replay"
 	"github.com/agentledger/ledger/internal/report"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -49,6 +50,7 @@ const usage = `usage: aggregator [run|report|wait] [flags]
 
   run     project LEDGER_ATTEMPTS into the ledger until SIGINT/SIGTERM (default)
   report  print the ledger per session: usage, billed, retry overhead
+          (--at TIME / --at-seq N: as it stood then, recomputed from the stream)
   wait    wait until the ledger has applied every event in the stream
   rebuild rebuild the ledger from the whole stream under this code, live
 
@@ -175,15 +177,34 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cf.register(fs)
 	session := fs.String("session", "", "report only this session")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	at := fs.String("at", "", "the ledger as it stood at this RFC 3339 time, recomputed from the stream")
+	atSeq := fs.Uint64("at-seq", 0, "the ledger as it stood at this stream sequence, recomputed from the stream")
 	if err := fs.Parse(args); err != nil {
 		return exitError{code: exitUsage}
+	}
+	var point replay.Point
+	if *at != "" {
+		t, err := time.Parse(time.RFC3339Nano, *at)
+		if err != nil {
+			return fmt.Errorf("--at: %q is not an RFC 3339 time such as 2026-12-01T15:04:05Z", *at)
+		}
+		point.At = t
+	}
+	point.Seq = *atSeq
+	if !point.At.IsZero() && point.Seq != 0 {
+		return fmt.Errorf("--at and --at-seq: give one of them, not both")
 	}
 	conn, err := cf.open("ledger-report")
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	l, err := report.Load(ctx, conn.JS, *session)
+	var l *report.Ledger
+	if point != (replay.Point{}) {
+		l, err = pointInTime(ctx, conn, point, *session)
+	} else {
+		l, err = report.Load(ctx, conn.JS, *session)
+	}
 	if err != nil {
 		var fe *events.FieldError
 		if errors.As(err, &fe) {
@@ -198,6 +219,26 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return report.WriteJSON(stdout, l)
 	}
 	return report.WriteTable(stdout, l)
+}
+
+// pointInTime recomputes the ledger at p from the stream, optionally for
+// one session only.
+func pointInTime(ctx context.Context, conn *connect.Conn, p replay.Point, session string) (*report.Ledger, error) {
+	if session != "" {
+		if err := events.ValidateID("session", session); err != nil {
+			return nil, err
+		}
+	}
+	l, err := replay.Ledger(ctx, conn.JS, p)
+	if err != nil || session == "" {
+		return l, err
+	}
+	for _, s := range l.Sessions {
+		if s.SessionID == session {
+			return &report.Ledger{Sessions: []projection.SessionView{s}, Total: s.Totals, Applied: l.Applied, StreamLast: l.StreamLast}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q at that point", report.ErrNoSession, session)
 }
 
 func waitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
