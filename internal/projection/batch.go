@@ -3,6 +3,7 @@ package projection
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -72,10 +73,7 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 			continue // delivered again; already applied
 		}
 		q = seq
-		ev, err := events.Decode(m.Data())
-		if err == nil {
-			err = events.CheckSubject(m.Subject(), ev)
-		}
+		ev, err := Accept(m.Subject(), m.Data())
 		if err != nil {
 			rejects = append(rejects, rejectionOf(seq, m, err))
 			continue
@@ -97,7 +95,7 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 	for i := range items {
 		it := &items[i]
 		w := reqs[it.ev.RequestID]
-		if w.rec.Exists() && w.rec.SessionID != it.ev.SessionID {
+		if w.rec.Conflicts(it.ev) {
 			rejects = append(rejects, rejection{
 				seq: it.seq, reason: events.ReasonSessionConflict,
 				detail:  fmt.Sprintf("request %q is already recorded under session %q; this event names session %q", it.ev.RequestID, w.rec.SessionID, it.ev.SessionID),
@@ -328,7 +326,8 @@ func (b *batcher) loadSessions(ctx context.Context, reqs map[string]*reqWork, re
 
 func rejectionOf(seq uint64, m jetstream.Msg, err error) rejection {
 	r := rejection{seq: seq, subject: m.Subject(), data: m.Data(), reason: events.ReasonMalformedJSON, detail: err.Error()}
-	if re, ok := err.(*events.RejectError); ok {
+	var re *events.RejectError
+	if errors.As(err, &re) {
 		r.reason, r.detail = re.Reason, re.Detail
 	}
 	return r

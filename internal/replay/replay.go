@@ -93,8 +93,8 @@ func Ledger(ctx context.Context, js jetstream.JetStream, p Point) (*report.Ledge
 // apply folds one stored message into the requests by the aggregator's
 // rules; an event the aggregator would reject is skipped.
 func apply(reqs map[string]*projection.Request, subject string, data []byte) {
-	ev, err := events.Decode(data)
-	if err != nil || events.CheckSubject(subject, ev) != nil {
+	ev, err := projection.Accept(subject, data)
+	if err != nil {
 		return
 	}
 	r := reqs[ev.RequestID]
@@ -102,8 +102,8 @@ func apply(reqs map[string]*projection.Request, subject string, data []byte) {
 		r = projection.NewRequest(ev.RequestID, ev.SessionID)
 		reqs[ev.RequestID] = r
 	}
-	if r.Exists() && r.SessionID != ev.SessionID {
-		return // session_conflict
+	if r.Conflicts(ev) {
+		return
 	}
 	r.Apply(ev)
 }

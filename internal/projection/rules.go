@@ -1,0 +1,28 @@
+package projection
+
+import "github.com/agentledger/ledger/internal/events"
+
+// The per-event rules of the projection, in the order the contract gives
+// them. The aggregator, a rebuild and a replay from the stream all go
+// through these two functions, so they cannot disagree on what counts.
+
+// Accept decodes a stored message and checks it against its subject. The
+// error, when not nil, is a *events.RejectError (malformed_json,
+// unknown_schema, invalid_field or subject_mismatch).
+func Accept(subject string, data []byte) (*events.Attempt, error) {
+	ev, err := events.Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := events.CheckSubject(subject, ev); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// Conflicts reports whether ev must be rejected as session_conflict: the
+// request is already recorded under another session (the session of its
+// first accepted event in stream order).
+func (r *Request) Conflicts(ev *events.Attempt) bool {
+	return r.Exists() && r.SessionID != ev.SessionID
+}
