@@ -377,3 +377,24 @@ func deleteScratch(ctx context.Context, js jetstream.JetStream, n Names) error {
 	}
 	return nil
 }
+
+// Switching reports whether a rebuild's switch of the live ledger is in
+// progress (or was interrupted and not yet completed).
+func Switching(ctx context.Context, js jetstream.JetStream) (bool, error) {
+	state, err := js.KeyValue(ctx, StateBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("projection: opening %s: %w", StateBucket, err)
+	}
+	_, err = state.Get(ctx, switchKey)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("projection: reading %s: %w", switchKey, err)
+	}
+}

@@ -56,16 +56,16 @@ func TestLedgerAtPoint(t *testing.T) {
 	want := projection.Totals{Requests: 1, Succeeded: 1, Attempts: 2,
 		Usage: events.Usage{InputTokens: 500, OutputTokens: 1200}, Billed: events.Usage{InputTokens: 1000, OutputTokens: 1200}}
 	for _, p := range []Point{{Seq: cut}, {At: cutTime}} {
-		l, err := Ledger(ctx, js, p)
+		l, err := Ledger(ctx, js, p, Options{})
 		require.NoError(t, err)
 		require.Equal(t, cut, l.Applied)
 		require.Len(t, l.Sessions, 1)
 		require.Equal(t, want, l.Sessions[0].Totals, "at %+v", p)
 	}
-	none, err := Ledger(ctx, js, Point{At: cutTime.Add(-time.Hour)})
+	none, err := Ledger(ctx, js, Point{At: cutTime.Add(-time.Hour)}, Options{})
 	require.NoError(t, err)
 	require.Empty(t, none.Sessions)
-	_, err = Ledger(ctx, js, Point{})
+	_, err = Ledger(ctx, js, Point{}, Options{})
 	require.ErrorIs(t, err, ErrInvalidPoint)
 
 	// The whole stream, replayed, equals what the live aggregator projects.
@@ -80,7 +80,7 @@ func TestLedgerAtPoint(t *testing.T) {
 	require.NoError(t, err)
 	cancel()
 	require.NoError(t, <-done)
-	full, err := Ledger(ctx, js, Point{Seq: last})
+	full, err := Ledger(ctx, js, Point{Seq: last}, Options{})
 	require.NoError(t, err)
 	require.Equal(t, live.Sessions, full.Sessions)
 	require.Equal(t, live.Total, full.Total)

@@ -1,0 +1,83 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/projection"
+)
+
+// Options are shared by the replays.
+type Options struct {
+	// Apply is the merge to replay under; nil is the current
+	// (*projection.Request).Apply. It is a seam for tests.
+	Apply func(r *projection.Request, ev *events.Attempt) bool
+	// Progress, when set, is called now and then with the stream sequence
+	// reached and the last one the replay will read.
+	Progress func(done, total uint64)
+}
+
+// stored is one message of the stream as the replay sees it.
+type stored struct {
+	seq     uint64
+	time    time.Time
+	subject string
+	data    []byte
+}
+
+// scan delivers the messages of LEDGER_ATTEMPTS in stream order, from
+// sequence from (1: the first) through last, to fn, which returns false to
+// stop early.
+func scan(ctx context.Context, stream jetstream.Stream, from, last uint64, progress func(done, total uint64), fn func(stored) bool) error {
+	if progress == nil {
+		progress = func(uint64, uint64) {}
+	}
+	if last == 0 || from > last {
+		progress(last, last)
+		return nil
+	}
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AttemptsSubjects}}
+	if from > 1 {
+		occ.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		occ.OptStartSeq = from
+	}
+	cons, err := stream.OrderedConsumer(ctx, occ)
+	if err != nil {
+		return fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(10_000))
+	if err != nil {
+		return fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
+	}
+	defer it.Stop()
+	var seq uint64
+	for n := 0; seq < last; n++ {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("replay: a message without metadata: %w", err)
+		}
+		seq = md.Sequence.Stream
+		if seq > last {
+			break
+		}
+		if !fn(stored{seq: seq, time: md.Timestamp, subject: m.Subject(), data: m.Data()}) {
+			break
+		}
+		if n%1024 == 0 {
+			progress(seq, last)
+		}
+	}
+	progress(min(seq, last), last)
+	return nil
+}
