@@ -6,7 +6,7 @@
 #      with the real SDK clients, with rate limits, overloads, 5xx, billed
 #      timeouts and permanent 400s, publishing every attempt;
 #   3. we wait until the ledger has applied every event, print the report,
-#      and stop the aggregator with SIGTERM (it finishes its batch and exits).
+#      verify it against a recomputation from the stream, and stop the aggregator with SIGTERM (it finishes its batch and exits).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +48,9 @@ echo "== waiting for the aggregator to catch up"
 
 echo "== the ledger (usage = winning attempts; billed = every attempt; overhead = billed - usage)"
 "$BIN/aggregator" report --nats-url "$URL"
+
+echo "== verifying the ledger against a recomputation from the stream"
+"$BIN/aggregator" verify --nats-url "$URL"
 
 stop_agg
 trap - EXIT

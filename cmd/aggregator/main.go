@@ -6,6 +6,7 @@
 //	aggregator report [flags]     print the ledger per session
 //	aggregator wait [flags]       wait until the ledger has caught up
 //	aggregator rebuild [flags]    rebuild the ledger from the stream, live
+//	aggregator verify [flags]     compare the live ledger with a recomputation
 //
 // Every subcommand connects to --nats-url or NATS_URL; with neither, it
 // starts an embedded NATS server from nats.conf (JetStream, store under
@@ -26,6 +27,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/progress"
 	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/replay"
 	"github.com/agentledger/ledger/internal/report"
@@ -46,13 +48,15 @@ func main() {
 	os.Exit(code)
 }
 
-const usage = `usage: aggregator [run|report|wait] [flags]
+const usage = `usage: aggregator [run|report|wait|rebuild|verify] [flags]
 
   run     project LEDGER_ATTEMPTS into the ledger until SIGINT/SIGTERM (default)
   report  print the ledger per session: usage, billed, retry overhead
           (--at TIME / --at-seq N: as it stood then, recomputed from the stream)
   wait    wait until the ledger has applied every event in the stream
   rebuild rebuild the ledger from the whole stream under this code, live
+  verify  recompute the ledger from the stream and compare it with the live
+          one (exit 0: identical, 1: drift, 2: error)
 
 Run 'aggregator <command> -h' for the flags of a command.
 `
@@ -72,6 +76,8 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = waitCmd(ctx, args, stdout, stderr)
 	case "rebuild":
 		err = rebuildCmd(ctx, args, stdout, stderr)
+	case "verify":
+		err = verifyCmd(ctx, args, stdout, stderr, replay.Options{})
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -201,7 +207,7 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer conn.Close()
 	var l *report.Ledger
 	if point != (replay.Point{}) {
-		l, err = pointInTime(ctx, conn, point, *session)
+		l, err = pointInTime(ctx, conn, point, *session, stderr)
 	} else {
 		l, err = report.Load(ctx, conn.JS, *session)
 	}
@@ -223,13 +229,15 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // pointInTime recomputes the ledger at p from the stream, optionally for
 // one session only.
-func pointInTime(ctx context.Context, conn *connect.Conn, p replay.Point, session string) (*report.Ledger, error) {
+func pointInTime(ctx context.Context, conn *connect.Conn, p replay.Point, session string, stderr io.Writer) (*report.Ledger, error) {
 	if session != "" {
 		if err := events.ValidateID("session", session); err != nil {
 			return nil, err
 		}
 	}
-	l, err := replay.Ledger(ctx, conn.JS, p)
+	meter := progress.New(stderr, "report", progress.Options{})
+	l, err := replay.Ledger(ctx, conn.JS, p, replay.Options{Progress: meter.Update})
+	meter.Finish()
 	if err != nil || session == "" {
 		return l, err
 	}

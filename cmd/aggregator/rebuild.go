@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentledger/ledger/internal/progress"
 	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -35,33 +36,39 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	start := time.Now()
 	var mu sync.Mutex
-	var lastPhase string
-	var lastAt time.Time
+	var meter *progress.Meter
+	var phase string
 	var done uint64
 	var projected time.Duration
 	err = projection.Rebuild(ctx, projection.RebuildConfig{
 		JS: conn.JS, Topology: topology.Config{}, LeaseTTL: *leaseTTL, BatchSize: *batch, Logger: log,
-		Progress: func(phase string, applied, last uint64) {
+		Progress: func(p string, applied, last uint64) {
 			mu.Lock()
 			defer mu.Unlock()
-			if phase == lastPhase && time.Since(lastAt) < 2*time.Second && (last == 0 || applied < last) {
-				return
+			if p != phase {
+				if meter != nil {
+					meter.Finish()
+				}
+				unit := "events"
+				if last == 0 {
+					unit = "records"
+				}
+				phase, meter = p, progress.New(stderr, "rebuild "+p, progress.Options{Unit: unit})
 			}
-			lastPhase, lastAt = phase, time.Now()
-			if phase == "project" {
+			meter.Update(applied, last)
+			if p == "project" {
 				done = applied
 				if last > 0 && applied >= last && projected == 0 {
 					projected = time.Since(start)
 				}
 			}
-			rate := float64(applied) / max(time.Since(start).Seconds(), 1e-3)
-			if last > 0 {
-				log.Info("rebuild", "phase", phase, "events", applied, "of", last, "events_per_s", int(rate))
-			} else {
-				log.Info("rebuild", "phase", phase, "records", applied)
-			}
 		},
 	})
+	mu.Lock()
+	if meter != nil {
+		meter.Finish()
+	}
+	mu.Unlock()
 	if err != nil {
 		return err
 	}

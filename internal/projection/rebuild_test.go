@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
@@ -65,14 +66,35 @@ func TestRebuildWhileLiveAndPublishing(t *testing.T) {
 	require.Error(t, err)
 }
 
-// A rebuild interrupted while projecting leaves the live ledger serving
-// untouched; one interrupted mid-switch is completed by the live
-// aggregator from the scratch copy. Either way a new rebuild (or the live
-// aggregator) ends in the same state.
+// A rebuild interrupted at any point — while projecting, while catching up
+// under the live lease, in the middle of copying either bucket — leaves a
+// ledger that is served, and whatever runs next (the rebuild started
+// again, or the live aggregator alone) ends in the same state: the model
+// of every event.
 func TestRebuildInterrupted(t *testing.T) {
-	for _, phase := range []string{"project", "switch"} {
-		t.Run(phase, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(21, uint64(len(phase))))
+	tests := []struct {
+		phase   string // the progress phase at which the rebuild is stopped
+		restart bool   // start the rebuild again; else the live aggregator finishes alone
+		// untouched: the live ledger is still the buggy one after the stop.
+		untouched bool
+	}{
+		{phase: "project", restart: true, untouched: true},
+		{phase: "final", restart: true, untouched: true},
+		{phase: "final", restart: false, untouched: true},
+		{phase: "switch " + events.RequestsBucket, restart: true},
+		{phase: "switch " + events.RequestsBucket, restart: false},
+		{phase: "switch " + events.SessionsBucket, restart: true},
+		{phase: "switch " + events.SessionsBucket, restart: false},
+	}
+	for i, tc := range tests {
+		name := strings.ReplaceAll(tc.phase, " ", "-")
+		if tc.restart {
+			name += "/restarted"
+		} else {
+			name += "/live-alone"
+		}
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(21, uint64(i)))
 			ws := genWorkload(t, rng, 4, 120)
 			e := newEnv(t)
 			projectWithBug(t, e, ws)
@@ -83,29 +105,34 @@ func TestRebuildInterrupted(t *testing.T) {
 			defer cancel()
 			err := Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: 300 * time.Millisecond, BatchSize: 7,
 				Progress: func(p string, applied, last uint64) {
-					if strings.HasPrefix(p, phase) && applied > 0 {
+					if p == tc.phase && applied > 0 {
 						cancel()
 					}
 				}})
 			require.True(t, errors.Is(err, context.Canceled), "got %v", err)
-
-			if phase == "project" {
+			if tc.untouched {
 				reqs, _ := e.ledger()
-				require.Equal(t, before, reqs, "an interrupted projection phase leaves the live ledger as it was")
-				require.NoError(t, Rebuild(context.Background(), RebuildConfig{JS: e.js, LeaseTTL: 300 * time.Millisecond}))
+				require.Equal(t, before, reqs, "stopped before the switch, the live ledger is as it was")
 			}
-			// Mid-switch: the yield request goes stale, the live aggregator
-			// takes the lease back and finishes the switch itself.
+			if tc.restart {
+				rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+				defer rcancel()
+				require.NoError(t, Rebuild(rctx, RebuildConfig{JS: e.js, LeaseTTL: 300 * time.Millisecond}))
+			}
+			// A switch left half done is finished by whoever holds the lease
+			// next; then the live aggregator serves again.
+			state, err := e.js.KeyValue(context.Background(), StateBucket)
+			require.NoError(t, err)
 			require.Eventually(t, func() bool {
-				_, err := e.js.KeyValue(context.Background(), StateBucket)
-				if err != nil {
-					return false
-				}
-				kv, _ := e.js.KeyValue(context.Background(), StateBucket)
-				_, err = kv.Get(context.Background(), switchKey)
-				return live.agg.Leading() && err != nil
+				_, err := state.Get(context.Background(), switchKey)
+				return live.agg.Leading() && errors.Is(err, jetstream.ErrKeyNotFound)
 			}, 10*time.Second, 5*time.Millisecond)
 			e.waitCheckpoint(e.lastSeq())
+			if tc.untouched && !tc.restart {
+				reqs, _ := e.ledger()
+				require.Equal(t, before, reqs, "without a switch the live ledger stays as it was")
+				return
+			}
 			e.requireLedger(buildModel(wireStored(ws)))
 		})
 	}

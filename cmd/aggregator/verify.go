@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/agentledger/ledger/internal/progress"
+	"github.com/agentledger/ledger/internal/replay"
+)
+
+// verifyCmd recomputes the ledger from the stream in memory and compares it
+// with the live buckets. Exit 0: identical; 1: drift; 2: error.
+func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer, o replay.Options) error {
+	fs := newFlagSet("verify", stderr)
+	var cf connFlags
+	cf.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	limit := fs.Int("limit", 100, "print at most this many differences (0: all); the summary counts all")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return exitError{code: exitUsage}
+	}
+	if *limit < 0 {
+		return fmt.Errorf("--limit: %d must not be negative", *limit)
+	}
+	conn, err := cf.open("ledger-verify")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	meter := progress.New(stderr, "verify", progress.Options{})
+	o.Progress = meter.Update
+	d, err := replay.Verify(ctx, conn.JS, o)
+	meter.Finish()
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		err = writeDriftJSON(stdout, d, *limit)
+	} else {
+		err = writeDriftTable(stdout, d, *limit)
+	}
+	if err != nil {
+		return err
+	}
+	if !d.Identical() {
+		return exitError{code: exitFail}
+	}
+	return nil
+}
+
+func writeDriftJSON(w io.Writer, d *replay.Drift, limit int) error {
+	out := struct {
+		*replay.Drift
+		Identical bool `json:"identical"`
+		Omitted   int  `json:"differences_omitted"`
+	}{Drift: d, Identical: d.Identical()}
+	if limit > 0 && len(d.Diffs) > limit {
+		c := *d
+		c.Diffs = d.Diffs[:limit]
+		out.Drift, out.Omitted = &c, len(d.Diffs)-limit
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// writeDriftTable prints one row per differing field, then the summary.
+func writeDriftTable(w io.Writer, d *replay.Drift, limit int) error {
+	if len(d.Diffs) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tID\tFIELD\tLIVE\tRECOMPUTED\tDELTA\tAT SEQ")
+		for i, df := range d.Diffs {
+			if limit > 0 && i == limit {
+				break
+			}
+			delta := ""
+			if df.Delta != nil {
+				delta = signed(*df.Delta)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", df.Kind, df.ID, df.Field, df.Live, df.Recomputed, delta, df.Seq)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if limit > 0 && len(d.Diffs) > limit {
+			fmt.Fprintf(w, "... %d more differences (--limit 0 prints all)\n", len(d.Diffs)-limit)
+		}
+	}
+	verdict := "identical"
+	if !d.Identical() {
+		verdict = fmt.Sprintf("%s and %s differ; live minus recomputed: usage %s tokens, billed %s tokens",
+			plural(d.SessionsDiffer, "session"), plural(d.RequestsDiffer, "request"),
+			signed(d.UsageTokenDelta), signed(d.BilledTokenDelta))
+	}
+	_, err := fmt.Fprintf(w, "checked %s and %s at live checkpoint %d: %s\n",
+		plural(d.SessionsChecked, "session"), plural(d.RequestsChecked, "request"), d.Checkpoint, verdict)
+	return err
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return progress.Count(uint64(n)) + " " + what + "s"
+}
+
+// signed writes n with its sign and thousands separators.
+func signed(n int64) string {
+	switch {
+	case n > 0:
+		return "+" + progress.Count(uint64(n))
+	case n < 0:
+		return "-" + progress.Count(uint64(-n))
+	}
+	return "0"
+}
