@@ -138,7 +138,11 @@ func WriteTable(w io.Writer, l *Ledger) error {
 	if l.StreamLast > l.Applied {
 		lag = fmt.Sprintf(" (%d events not applied yet)", l.StreamLast-l.Applied)
 	}
-	_, err := fmt.Fprintf(w, "%d sessions; applied through stream sequence %d of %d%s.\n", len(l.Sessions), l.Applied, l.StreamLast, lag)
+	noun := "sessions"
+	if len(l.Sessions) == 1 {
+		noun = "session"
+	}
+	_, err := fmt.Fprintf(w, "%d %s; applied through stream sequence %d of %d%s.\n", len(l.Sessions), noun, l.Applied, l.StreamLast, lag)
 	return err
 }
 
