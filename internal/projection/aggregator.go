@@ -365,11 +365,12 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 	if err != nil {
 		return fmt.Errorf("projection: creating consumer at %d: %w", cp+1, err)
 	}
-	msgs := make(chan jetstream.Msg, 2*a.cfg.BatchSize)
+	msgs := make(chan fetched, 2*a.cfg.BatchSize)
 	stop := make(chan struct{})
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		f := fetch(m)
 		select {
-		case msgs <- m:
+		case msgs <- f:
 		case <-stop:
 		}
 	}, jetstream.PullMaxMessages(2*a.cfg.BatchSize))
@@ -381,7 +382,7 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 		cc.Stop()
 	}()
 
-	batch := make([]jetstream.Msg, 0, a.cfg.BatchSize)
+	batch := make([]fetched, 0, a.cfg.BatchSize)
 	for {
 		batch = batch[:0]
 		select {

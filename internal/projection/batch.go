@@ -57,28 +57,47 @@ type accepted struct {
 	ev  *events.Attempt
 }
 
-func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
+// fetched is a stream message as the consumer hands it over: decoded and
+// checked (Accept) in the consumer's goroutine, so that decoding the next
+// batch overlaps with committing the current one.
+type fetched struct {
+	msg     jetstream.Msg
+	seq     uint64
+	ev      *events.Attempt // nil when rejected
+	err     error           // why it is rejected
+	metaErr error           // the message has no JetStream metadata
+}
+
+func fetch(m jetstream.Msg) fetched {
+	md, err := m.Metadata()
+	if err != nil {
+		return fetched{msg: m, metaErr: err}
+	}
+	f := fetched{msg: m, seq: md.Sequence.Stream}
+	f.ev, f.err = Accept(m.Subject(), m.Data())
+	return f
+}
+
+func (b *batcher) apply(ctx context.Context, msgs []fetched) error {
 	var (
 		items   []accepted
 		rejects []rejection
 		q       uint64
 	)
-	for _, m := range msgs {
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("projection: message without JetStream metadata: %w", err)
+	for i := range msgs {
+		m := &msgs[i]
+		if m.metaErr != nil {
+			return fmt.Errorf("projection: message without JetStream metadata: %w", m.metaErr)
 		}
-		seq := md.Sequence.Stream
-		if seq <= b.cp {
+		if m.seq <= b.cp {
 			continue // delivered again; already applied
 		}
-		q = seq
-		ev, err := Accept(m.Subject(), m.Data())
-		if err != nil {
-			rejects = append(rejects, rejectionOf(seq, m, err))
+		q = m.seq
+		if m.err != nil {
+			rejects = append(rejects, rejectionOf(m.seq, m.msg, m.err))
 			continue
 		}
-		items = append(items, accepted{seq: seq, ev: ev})
+		items = append(items, accepted{seq: m.seq, ev: m.ev})
 	}
 	if q == 0 {
 		return nil
@@ -108,7 +127,10 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 		}
 	}
 
-	var reqPuts []put
+	// Records are encoded into one buffer per batch (they stay referenced
+	// by the puts until acknowledged).
+	buf := make([]byte, 0, 640*len(reqOrder))
+	reqPuts := make([]put, 0, len(reqOrder))
 	var reqWritten []*reqWork
 	for _, key := range reqOrder {
 		w := reqs[key]
@@ -124,28 +146,27 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 		w.rec.Held = w.held
 		s.delta = s.delta.Add(now.Sub(w.held))
 		s.dirty = true
-		data, err := json.Marshal(w.rec)
-		if err != nil {
-			return err
-		}
-		reqPuts = append(reqPuts, put{key: key, value: data, rev: w.rev})
+		n := len(buf)
+		buf = w.rec.appendJSON(buf)
+		reqPuts = append(reqPuts, put{key: key, value: buf[n:len(buf):len(buf)], rev: w.rev})
 		reqWritten = append(reqWritten, w)
 	}
 	var sesPuts []put
 	var sesWritten []*sesWork
-	for _, key := range sesOrder {
-		s := sess[key]
-		if !s.dirty || s.delta == (Totals{}) {
-			continue
+	encodeSessions := func() {
+		sbuf := make([]byte, 0, 384*len(sesOrder))
+		for _, key := range sesOrder {
+			s := sess[key]
+			if !s.dirty || s.delta == (Totals{}) {
+				continue
+			}
+			s.rec.Totals = s.rec.Totals.Add(s.delta)
+			s.rec.Seq = max(s.rec.Seq, q)
+			n := len(sbuf)
+			sbuf = s.rec.appendJSON(sbuf)
+			sesPuts = append(sesPuts, put{key: key, value: sbuf[n:len(sbuf):len(sbuf)], rev: s.rev})
+			sesWritten = append(sesWritten, s)
 		}
-		s.rec.Totals = s.rec.Totals.Add(s.delta)
-		s.rec.Seq = max(s.rec.Seq, q)
-		data, err := json.Marshal(s.rec)
-		if err != nil {
-			return err
-		}
-		sesPuts = append(sesPuts, put{key: key, value: data, rev: s.rev})
-		sesWritten = append(sesWritten, s)
 	}
 
 	// Commit: rejections, then requests, then sessions, then the
@@ -160,13 +181,15 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 	if err := b.fault(FaultBeforeWrites); err != nil {
 		return err
 	}
-	if err := b.putHalves(ctx, b.res.requests, reqPuts, FaultMidRequests); err != nil {
+	// The session records are encoded while the server stores the
+	// request records; none is sent before every request is acknowledged.
+	if err := b.putHalves(ctx, b.res.requests, reqPuts, FaultMidRequests, encodeSessions); err != nil {
 		return err
 	}
 	if err := b.fault(FaultBetweenBuckets); err != nil {
 		return err
 	}
-	if err := b.putHalves(ctx, b.res.sessions, sesPuts, FaultMidSessions); err != nil {
+	if err := b.putHalves(ctx, b.res.sessions, sesPuts, FaultMidSessions, nil); err != nil {
 		return err
 	}
 	if err := b.fault(FaultBeforeCheckpoint); err != nil {
@@ -174,7 +197,7 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	cpData, _ := json.Marshal(checkpoint{Seq: q})
 	cpPut := []put{{key: checkpointKey, value: cpData, rev: b.cpRev}}
-	if err := b.res.stateW.putAll(ctx, cpPut); err != nil {
+	if err := b.res.stateW.putAll(ctx, cpPut, nil); err != nil {
 		return fmt.Errorf("projection: committing checkpoint %d: %w", q, err)
 	}
 	b.cp, b.cpRev = q, cpPut[0].rev
@@ -216,23 +239,27 @@ func (b *batcher) fault(p FaultPoint) error {
 	return nil
 }
 
-// putHalves writes puts in one pipelined round; with a fault seam set, in
-// two halves with the seam between them.
-func (b *batcher) putHalves(ctx context.Context, bk *bucket, puts []put, mid FaultPoint) error {
+// putHalves writes puts in one pipelined round, calling meanwhile (if not
+// nil) while the acknowledgements are outstanding; with a fault seam set,
+// in two halves with the seam between them.
+func (b *batcher) putHalves(ctx context.Context, bk *bucket, puts []put, mid FaultPoint, meanwhile func()) error {
+	if meanwhile == nil {
+		meanwhile = func() {}
+	}
 	if b.agg.cfg.Faults == nil || len(puts) < 2 {
-		if err := bk.putAll(ctx, puts); err != nil {
+		if err := bk.putAll(ctx, puts, meanwhile); err != nil {
 			return err
 		}
 		return b.fault(mid)
 	}
 	h := len(puts) / 2
-	if err := bk.putAll(ctx, puts[:h]); err != nil {
+	if err := bk.putAll(ctx, puts[:h], meanwhile); err != nil {
 		return err
 	}
 	if err := b.fault(mid); err != nil {
 		return err
 	}
-	return bk.putAll(ctx, puts[h:])
+	return bk.putAll(ctx, puts[h:], nil)
 }
 
 // loadRequests returns a working copy of every request the batch names,

@@ -41,11 +41,12 @@ func newBucket(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValu
 	return &bucket{js: js, kv: kv, stream: s, prefix: "$KV." + kv.Bucket() + "."}, nil
 }
 
-// putAll writes every put with compare-and-set, pipelined, and waits for
-// every acknowledgement. On success each put's rev is its new revision. On
+// putAll writes every put with compare-and-set, pipelined, calls
+// meanwhile (if not nil) once all are sent, and waits for every
+// acknowledgement. On success each put's rev is its new revision. On
 // failure some puts may have landed and others not; the caller treats the
 // batch as failed and starts again from its checkpoint.
-func (b *bucket) putAll(ctx context.Context, puts []put) error {
+func (b *bucket) putAll(ctx context.Context, puts []put, meanwhile func()) error {
 	futures := make([]jetstream.PubAckFuture, len(puts))
 	for i := range puts {
 		m := nats.NewMsg(b.prefix + puts[i].key)
@@ -55,6 +56,9 @@ func (b *bucket) putAll(ctx context.Context, puts []put) error {
 			return fmt.Errorf("projection: writing %s/%s: %w", b.kv.Bucket(), puts[i].key, err)
 		}
 		futures[i] = f
+	}
+	if meanwhile != nil {
+		meanwhile()
 	}
 	var first error
 	for i, f := range futures {
