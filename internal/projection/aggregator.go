@@ -236,6 +236,10 @@ type resources struct {
 	wjs                jetstream.JetStream // for pipelined writes
 }
 
+// readAhead bounds the messages the consumer fetches ahead of the
+// batches, undecoded.
+const readAhead = 10_000
+
 // maxPendingWrites bounds the pipelined writes in flight.
 const maxPendingWrites = 1 << 16
 
@@ -365,7 +369,9 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 	if err != nil {
 		return fmt.Errorf("projection: creating consumer at %d: %w", cp+1, err)
 	}
-	msgs := make(chan fetched, 2*a.cfg.BatchSize)
+	// Read-ahead: up to a batch of decoded events waits in msgs while a
+	// batch commits; the client library holds at most readAhead more.
+	msgs := make(chan fetched, a.cfg.BatchSize)
 	stop := make(chan struct{})
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		f := fetch(m)
@@ -373,7 +379,7 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 		case msgs <- f:
 		case <-stop:
 		}
-	}, jetstream.PullMaxMessages(2*a.cfg.BatchSize))
+	}, jetstream.PullMaxMessages(min(a.cfg.BatchSize, readAhead)))
 	if err != nil {
 		return fmt.Errorf("projection: consuming: %w", err)
 	}

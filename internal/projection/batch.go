@@ -59,22 +59,28 @@ type accepted struct {
 
 // fetched is a stream message as the consumer hands it over: decoded and
 // checked (Accept) in the consumer's goroutine, so that decoding the next
-// batch overlaps with committing the current one.
+// batch overlaps with committing the current one. The message itself is
+// kept only when it is rejected (its subject and body are recorded); an
+// accepted one is dropped at once, which keeps the read-ahead small.
 type fetched struct {
-	msg     jetstream.Msg
 	seq     uint64
 	ev      *events.Attempt // nil when rejected
 	err     error           // why it is rejected
+	subject string          // of a rejected message
+	data    []byte          // of a rejected message
 	metaErr error           // the message has no JetStream metadata
 }
 
 func fetch(m jetstream.Msg) fetched {
 	md, err := m.Metadata()
 	if err != nil {
-		return fetched{msg: m, metaErr: err}
+		return fetched{metaErr: err}
 	}
-	f := fetched{msg: m, seq: md.Sequence.Stream}
+	f := fetched{seq: md.Sequence.Stream}
 	f.ev, f.err = Accept(m.Subject(), m.Data())
+	if f.err != nil {
+		f.subject, f.data = m.Subject(), m.Data()
+	}
 	return f
 }
 
@@ -94,7 +100,7 @@ func (b *batcher) apply(ctx context.Context, msgs []fetched) error {
 		}
 		q = m.seq
 		if m.err != nil {
-			rejects = append(rejects, rejectionOf(m.seq, m.msg, m.err))
+			rejects = append(rejects, rejectionOf(m.seq, m.subject, m.data, m.err))
 			continue
 		}
 		items = append(items, accepted{seq: m.seq, ev: m.ev})
@@ -351,8 +357,8 @@ func (b *batcher) loadSessions(ctx context.Context, reqs map[string]*reqWork, re
 	return sess, order, nil
 }
 
-func rejectionOf(seq uint64, m jetstream.Msg, err error) rejection {
-	r := rejection{seq: seq, subject: m.Subject(), data: m.Data(), reason: events.ReasonMalformedJSON, detail: err.Error()}
+func rejectionOf(seq uint64, subject string, data []byte, err error) rejection {
+	r := rejection{seq: seq, subject: subject, data: data, reason: events.ReasonMalformedJSON, detail: err.Error()}
 	var re *events.RejectError
 	if errors.As(err, &re) {
 		r.reason, r.detail = re.Reason, re.Detail
