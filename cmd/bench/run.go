@@ -138,6 +138,12 @@ func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResu
 	if err != nil {
 		return w, err
 	}
+	stopProfile := func() {}
+	if cfg.Profile != "" {
+		if stopProfile, err = startCPUProfile(filepath.Join(cfg.Profile, spec.Name+"-publish-cpu.pprof")); err != nil {
+			return w, err
+		}
+	}
 	start := time.Now()
 	n := 0
 	genErr := bench.Generate(spec, cfg.Seed, func(ev *events.Attempt) error {
@@ -146,6 +152,7 @@ func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResu
 	})
 	stats, closeErr := pub.Close(ctx)
 	elapsed := time.Since(start)
+	stopProfile()
 	if genErr != nil {
 		return w, fmt.Errorf("publish: %w", genErr)
 	}

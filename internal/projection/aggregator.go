@@ -350,6 +350,7 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 		res:         res,
 		cp:          cp,
 		cpRev:       cpRev,
+		prepared:    cp,
 		rejectFloor: rejectFloor,
 		cache:       newCache(a.cfg.CacheSize),
 	}
@@ -388,12 +389,57 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 		cc.Stop()
 	}()
 
+	// One batch commits (on its own goroutine) while the next is
+	// gathered and prepared; it is sent once the previous one has
+	// committed. Whatever happens, the committing goroutine is waited for
+	// before returning, so a new term never overlaps an old write.
+	var done chan error // the in-flight batch's outcome; nil when none
+	settle := func(err error) error {
+		j := b.inflight
+		b.inflight, done = nil, nil
+		if err != nil {
+			return err
+		}
+		b.finish(j)
+		return nil
+	}
+	defer func() {
+		if done != nil {
+			<-done
+		}
+	}()
+	start := func(j *job) {
+		// A batch in hand is finished even when ctx ends (graceful
+		// stop), but not when the lease is lost.
+		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 30*time.Second)
+		stopOnLease := context.AfterFunc(runCtx, func() {
+			if ctx.Err() == nil {
+				cancel()
+			}
+		})
+		b.inflight, done = j, make(chan error, 1)
+		go func(done chan<- error) {
+			err := b.commit(commitCtx, j)
+			stopOnLease()
+			cancel()
+			done <- err
+		}(done)
+	}
+
 	batch := make([]fetched, 0, a.cfg.BatchSize)
 	for {
 		batch = batch[:0]
 		select {
 		case <-runCtx.Done():
+			if done != nil {
+				return settle(<-done)
+			}
 			return nil
+		case err := <-done: // nil channel when nothing is in flight
+			if err := settle(err); err != nil {
+				return err
+			}
+			continue
 		case m := <-msgs:
 			batch = append(batch, m)
 		}
@@ -406,20 +452,20 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 				break fill
 			}
 		}
-		// A batch in hand is finished even when ctx ends (graceful stop),
-		// but not when the lease is lost.
-		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 30*time.Second)
-		stopOnLease := context.AfterFunc(runCtx, func() {
-			if ctx.Err() == nil {
-				cancel()
-			}
-		})
-		err := b.apply(commitCtx, batch)
-		stopOnLease()
-		cancel()
+		j, err := b.prepare(runCtx, batch)
 		if err != nil {
 			return err
 		}
+		if done != nil {
+			if err := settle(<-done); err != nil {
+				return err
+			}
+		}
+		if j == nil {
+			continue
+		}
+		j.resolve()
+		start(j)
 	}
 }
 

@@ -285,7 +285,7 @@ func copyBucket(ctx context.Context, src, dst *bucket, progress func(string, uin
 		for i := range chunk {
 			chunk[i].rev = revs[chunk[i].key].rev
 		}
-		if err := dst.putAll(ctx, chunk, nil); err != nil {
+		if err := dst.putAll(ctx, chunk); err != nil {
 			return err
 		}
 		copied += uint64(len(chunk))
