@@ -136,6 +136,7 @@ func rawConsume(ctx context.Context, js jetstream.JetStream, last uint64) (child
 // aggregate runs the aggregator into empty buckets until its checkpoint
 // reaches last.
 func aggregate(ctx context.Context, js jetstream.JetStream, last uint64, batch int) (childResult, error) {
+	projection.LimitMemory() // as the aggregator command does
 	start := time.Now()
 	agg, err := projection.New(projection.Config{JS: js, BatchSize: batch, LeaseTTL: time.Second})
 	if err != nil {

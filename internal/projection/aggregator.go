@@ -65,9 +65,11 @@ type Config struct {
 	Topology topology.Config
 	// Names are the resources to project into; zero is the live ledger.
 	Names Names
-	// BatchSize is the most events applied in one batch. Default 10,000:
+	// BatchSize is the most events applied in one batch. Default 20,000:
 	// large batches coalesce more writes per key (a session touched by many
 	// events of a batch is written once); a quiet stream makes small ones.
+	// Two batches are in memory at once (one committing, one prepared),
+	// plus a batch of decoded read-ahead.
 	BatchSize int
 	// InstanceID names this instance in the lease. Default: a new ULID, so
 	// that a restarted process waits for its predecessor's lease to lapse.
@@ -137,7 +139,7 @@ func New(cfg Config) (*Aggregator, error) {
 		return nil, fmt.Errorf("%w: JS is required", ErrInvalidConfig)
 	}
 	if cfg.BatchSize == 0 {
-		cfg.BatchSize = 10_000
+		cfg.BatchSize = 20_000
 	}
 	if cfg.BatchSize < 1 || cfg.BatchSize > 100_000 {
 		return nil, fmt.Errorf("%w: BatchSize %d must be 1 to 100000", ErrInvalidConfig, cfg.BatchSize)

@@ -171,9 +171,9 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 	}
 
 	j := &job{q: q, events: len(items), rejects: rejects, reqs: reqs, sess: sess}
-	// Records are encoded into one buffer per bucket and batch (they stay
-	// referenced by the puts until acknowledged).
-	buf := make([]byte, 0, 640*len(reqOrder))
+	// Records are encoded into shared chunks (they stay referenced by the
+	// puts until acknowledged).
+	var buf chunks
 	j.reqPuts = make([]put, 0, len(reqOrder))
 	for _, key := range reqOrder {
 		w := reqs[key]
@@ -189,12 +189,9 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 		w.rec.Held = w.held
 		s.delta = s.delta.Add(now.Sub(w.held))
 		s.dirty = true
-		n := len(buf)
-		buf = w.rec.appendJSON(buf)
-		j.reqPuts = append(j.reqPuts, put{key: key, value: buf[n:len(buf):len(buf)]})
+		j.reqPuts = append(j.reqPuts, put{key: key, value: buf.add(w.rec.appendJSON)})
 		j.reqWritten = append(j.reqWritten, w)
 	}
-	sbuf := make([]byte, 0, 384*len(sesOrder))
 	for _, key := range sesOrder {
 		s := sess[key]
 		if !s.dirty || s.delta == (Totals{}) {
@@ -202,13 +199,27 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 		}
 		s.rec.Totals = s.rec.Totals.Add(s.delta)
 		s.rec.Seq = max(s.rec.Seq, q)
-		n := len(sbuf)
-		sbuf = s.rec.appendJSON(sbuf)
-		j.sesPuts = append(j.sesPuts, put{key: key, value: sbuf[n:len(sbuf):len(sbuf)]})
+		j.sesPuts = append(j.sesPuts, put{key: key, value: buf.add(s.rec.appendJSON)})
 		j.sesWritten = append(j.sesWritten, s)
 	}
 	b.prepared = q
 	return j, nil
+}
+
+// chunks hands out encoded records from 64 KiB chunks: one allocation per
+// hundred records or so, and no copying as a single buffer would grow.
+type chunks struct{ cur []byte }
+
+const chunkSize = 64 << 10
+
+// add appends a record with enc and returns it.
+func (c *chunks) add(enc func([]byte) []byte) []byte {
+	if cap(c.cur)-len(c.cur) < 4<<10 {
+		c.cur = make([]byte, 0, chunkSize)
+	}
+	n := len(c.cur)
+	c.cur = enc(c.cur)
+	return c.cur[n:len(c.cur):len(c.cur)]
 }
 
 // resolve fills in the revisions the job's writes expect, once the batch
