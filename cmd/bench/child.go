@@ -5,7 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +41,7 @@ func runChild(kind string, args []string) error {
 	url := fs.String("nats-url", "", "server URL")
 	last := fs.Uint64("last", 0, "last stream sequence to wait for")
 	batch := fs.Int("batch", 0, "aggregator BatchSize")
+	profile := fs.String("profile", "", "path prefix of the CPU and heap profiles")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,6 +61,14 @@ func runChild(kind string, args []string) error {
 	defer cancel()
 
 	var peak memPeak
+	if *profile != "" {
+		stop, err := startCPUProfile(*profile + "-cpu.pprof")
+		if err != nil {
+			return err
+		}
+		defer stop()
+		peak.heapProfile = *profile + "-heap.pprof"
+	}
 	stopSampler := peak.sample(20 * time.Millisecond)
 	var res childResult
 	switch kind {
@@ -124,6 +136,7 @@ func rawConsume(ctx context.Context, js jetstream.JetStream, last uint64) (child
 // aggregate runs the aggregator into empty buckets until its checkpoint
 // reaches last.
 func aggregate(ctx context.Context, js jetstream.JetStream, last uint64, batch int) (childResult, error) {
+	projection.LimitMemory() // as the aggregator command does
 	start := time.Now()
 	agg, err := projection.New(projection.Config{JS: js, BatchSize: batch, LeaseTTL: time.Second})
 	if err != nil {
@@ -156,8 +169,30 @@ func aggregate(ctx context.Context, js jetstream.JetStream, last uint64, batch i
 	return childResult{Events: last, Seconds: elapsed.Seconds(), Rate: float64(last) / elapsed.Seconds()}, nil
 }
 
+// startCPUProfile writes a CPU profile to path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
 // memPeak keeps the highest heap figures sampled.
-type memPeak struct{ inuse, alloc atomic.Uint64 }
+type memPeak struct {
+	inuse, alloc atomic.Uint64
+	// heapProfile, when set, is rewritten with a heap profile whenever the
+	// in-use heap grows by a tenth over the last profiled peak.
+	heapProfile string
+	profiled    uint64
+}
 
 // sample reads the heap every period until the returned func is called;
 // that func waits for the sampler to stop and takes a last sample.
@@ -168,6 +203,13 @@ func (p *memPeak) sample(period time.Duration) (stop func()) {
 		runtime.ReadMemStats(&ms)
 		if ms.HeapInuse > p.inuse.Load() {
 			p.inuse.Store(ms.HeapInuse)
+		}
+		if p.heapProfile != "" && ms.HeapInuse > p.profiled+p.profiled/10 {
+			p.profiled = ms.HeapInuse
+			if f, err := os.Create(p.heapProfile); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				_ = f.Close()
+			}
 		}
 		if ms.HeapAlloc > p.alloc.Load() {
 			p.alloc.Store(ms.HeapAlloc)

@@ -56,6 +56,9 @@ type config struct {
 	Seed      uint64   `json:"seed"`
 	Batch     int      `json:"aggregator_batch_size,omitempty"`
 	Out       string   `json:"-"`
+	// Profile, when set, is a directory for CPU profiles of the server
+	// (this process) and of each child, and heap profiles of the children.
+	Profile string `json:"-"`
 }
 
 func parseFlags(args []string) (config, error) {
@@ -85,6 +88,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload generator")
 	fs.IntVar(&cfg.Batch, "batch", 0, "aggregator BatchSize (0: the aggregator's default)")
 	fs.StringVar(&cfg.Out, "out", "bench/results", "directory of the JSON results")
+	fs.StringVar(&cfg.Profile, "profile", "", "directory for pprof profiles: the server's CPU during each child, each child's CPU and peak heap")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

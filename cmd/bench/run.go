@@ -138,6 +138,12 @@ func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResu
 	if err != nil {
 		return w, err
 	}
+	stopProfile := func() {}
+	if cfg.Profile != "" {
+		if stopProfile, err = startCPUProfile(filepath.Join(cfg.Profile, spec.Name+"-publish-cpu.pprof")); err != nil {
+			return w, err
+		}
+	}
 	start := time.Now()
 	n := 0
 	genErr := bench.Generate(spec, cfg.Seed, func(ev *events.Attempt) error {
@@ -146,6 +152,7 @@ func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResu
 	})
 	stats, closeErr := pub.Close(ctx)
 	elapsed := time.Since(start)
+	stopProfile()
 	if genErr != nil {
 		return w, fmt.Errorf("publish: %w", genErr)
 	}
@@ -162,10 +169,10 @@ func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResu
 	w.Events, w.PublishSecs, w.PublishRate = n, elapsed.Seconds(), float64(n)/elapsed.Seconds()
 	last := info.State.LastSeq
 
-	if w.Raw, err = runChildProcess(ctx, childRaw, srv.URL(), last, cfg.Batch); err != nil {
+	if w.Raw, err = runChildProcess(ctx, cfg, spec.Name, childRaw, srv.URL(), last); err != nil {
 		return w, err
 	}
-	if w.Aggregator, err = runChildProcess(ctx, childAggregate, srv.URL(), last, cfg.Batch); err != nil {
+	if w.Aggregator, err = runChildProcess(ctx, cfg, spec.Name, childAggregate, srv.URL(), last); err != nil {
 		return w, err
 	}
 	w.Ratio = w.Aggregator.Rate / w.Raw.Rate
@@ -174,12 +181,22 @@ func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResu
 
 // runChildProcess re-executes this binary with a hidden subcommand and
 // reads its JSON result and peak RSS.
-func runChildProcess(ctx context.Context, kind, url string, last uint64, batch int) (childRun, error) {
+func runChildProcess(ctx context.Context, cfg config, workload, kind, url string, last uint64) (childRun, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return childRun{}, err
 	}
-	cmd := exec.CommandContext(ctx, self, kind, "--nats-url", url, "--last", strconv.FormatUint(last, 10), "--batch", strconv.Itoa(batch))
+	args := []string{kind, "--nats-url", url, "--last", strconv.FormatUint(last, 10), "--batch", strconv.Itoa(cfg.Batch)}
+	if cfg.Profile != "" {
+		prefix := filepath.Join(cfg.Profile, workload+"-"+kind)
+		args = append(args, "--profile", prefix)
+		stop, err := startCPUProfile(prefix + "-server-cpu.pprof")
+		if err != nil {
+			return childRun{}, err
+		}
+		defer stop()
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {

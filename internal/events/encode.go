@@ -13,6 +13,13 @@ const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // FormatTime writes t the contract's way.
 func FormatTime(t time.Time) string { return string(appendTime(make([]byte, 0, len(TimeLayout)), t)) }
 
+// AppendTime appends t the contract's way (as FormatTime), without quotes.
+func AppendTime(b []byte, t time.Time) []byte { return appendTime(b, t) }
+
+// AppendString appends s as a JSON string literal, escaped exactly as
+// json.Marshal escapes it.
+func AppendString(b []byte, s string) []byte { return appendString(b, s) }
+
 // appendTime appends t.UTC().Format(TimeLayout) to b.
 func appendTime(b []byte, t time.Time) []byte {
 	t = t.UTC()

@@ -65,9 +65,11 @@ type Config struct {
 	Topology topology.Config
 	// Names are the resources to project into; zero is the live ledger.
 	Names Names
-	// BatchSize is the most events applied in one batch. Default 10,000:
+	// BatchSize is the most events applied in one batch. Default 20,000:
 	// large batches coalesce more writes per key (a session touched by many
 	// events of a batch is written once); a quiet stream makes small ones.
+	// Two batches are in memory at once (one committing, one prepared),
+	// plus a batch of decoded read-ahead.
 	BatchSize int
 	// InstanceID names this instance in the lease. Default: a new ULID, so
 	// that a restarted process waits for its predecessor's lease to lapse.
@@ -137,7 +139,7 @@ func New(cfg Config) (*Aggregator, error) {
 		return nil, fmt.Errorf("%w: JS is required", ErrInvalidConfig)
 	}
 	if cfg.BatchSize == 0 {
-		cfg.BatchSize = 10_000
+		cfg.BatchSize = 20_000
 	}
 	if cfg.BatchSize < 1 || cfg.BatchSize > 100_000 {
 		return nil, fmt.Errorf("%w: BatchSize %d must be 1 to 100000", ErrInvalidConfig, cfg.BatchSize)
@@ -235,6 +237,10 @@ type resources struct {
 	stateW             *bucket             // the state bucket, for the checkpoint write
 	wjs                jetstream.JetStream // for pipelined writes
 }
+
+// readAhead bounds the messages the consumer fetches ahead of the
+// batches, undecoded.
+const readAhead = 10_000
 
 // maxPendingWrites bounds the pipelined writes in flight.
 const maxPendingWrites = 1 << 16
@@ -346,6 +352,7 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 		res:         res,
 		cp:          cp,
 		cpRev:       cpRev,
+		prepared:    cp,
 		rejectFloor: rejectFloor,
 		cache:       newCache(a.cfg.CacheSize),
 	}
@@ -365,14 +372,17 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 	if err != nil {
 		return fmt.Errorf("projection: creating consumer at %d: %w", cp+1, err)
 	}
-	msgs := make(chan jetstream.Msg, 2*a.cfg.BatchSize)
+	// Read-ahead: up to a batch of decoded events waits in msgs while a
+	// batch commits; the client library holds at most readAhead more.
+	msgs := make(chan fetched, a.cfg.BatchSize)
 	stop := make(chan struct{})
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		f := fetch(m)
 		select {
-		case msgs <- m:
+		case msgs <- f:
 		case <-stop:
 		}
-	}, jetstream.PullMaxMessages(2*a.cfg.BatchSize))
+	}, jetstream.PullMaxMessages(min(a.cfg.BatchSize, readAhead)))
 	if err != nil {
 		return fmt.Errorf("projection: consuming: %w", err)
 	}
@@ -381,12 +391,57 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 		cc.Stop()
 	}()
 
-	batch := make([]jetstream.Msg, 0, a.cfg.BatchSize)
+	// One batch commits (on its own goroutine) while the next is
+	// gathered and prepared; it is sent once the previous one has
+	// committed. Whatever happens, the committing goroutine is waited for
+	// before returning, so a new term never overlaps an old write.
+	var done chan error // the in-flight batch's outcome; nil when none
+	settle := func(err error) error {
+		j := b.inflight
+		b.inflight, done = nil, nil
+		if err != nil {
+			return err
+		}
+		b.finish(j)
+		return nil
+	}
+	defer func() {
+		if done != nil {
+			<-done
+		}
+	}()
+	start := func(j *job) {
+		// A batch in hand is finished even when ctx ends (graceful
+		// stop), but not when the lease is lost.
+		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 30*time.Second)
+		stopOnLease := context.AfterFunc(runCtx, func() {
+			if ctx.Err() == nil {
+				cancel()
+			}
+		})
+		b.inflight, done = j, make(chan error, 1)
+		go func(done chan<- error) {
+			err := b.commit(commitCtx, j)
+			stopOnLease()
+			cancel()
+			done <- err
+		}(done)
+	}
+
+	batch := make([]fetched, 0, a.cfg.BatchSize)
 	for {
 		batch = batch[:0]
 		select {
 		case <-runCtx.Done():
+			if done != nil {
+				return settle(<-done)
+			}
 			return nil
+		case err := <-done: // nil channel when nothing is in flight
+			if err := settle(err); err != nil {
+				return err
+			}
+			continue
 		case m := <-msgs:
 			batch = append(batch, m)
 		}
@@ -399,20 +454,20 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 				break fill
 			}
 		}
-		// A batch in hand is finished even when ctx ends (graceful stop),
-		// but not when the lease is lost.
-		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 30*time.Second)
-		stopOnLease := context.AfterFunc(runCtx, func() {
-			if ctx.Err() == nil {
-				cancel()
-			}
-		})
-		err := b.apply(commitCtx, batch)
-		stopOnLease()
-		cancel()
+		j, err := b.prepare(runCtx, batch)
 		if err != nil {
 			return err
 		}
+		if done != nil {
+			if err := settle(<-done); err != nil {
+				return err
+			}
+		}
+		if j == nil {
+			continue
+		}
+		j.resolve()
+		start(j)
 	}
 }
 

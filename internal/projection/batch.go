@@ -19,15 +19,30 @@ import (
 // record cache and the checkpoint; one lease term has one batcher, and a
 // failed batch ends it (the next term starts with an empty cache from the
 // stored checkpoint).
+//
+// Batches are pipelined two deep: while one batch is committed (by its own
+// goroutine, see commit), the next one is prepared (read, applied and
+// encoded) on top of the records the committing batch is writing. A batch
+// is sent only once the previous one is fully committed, so the writes
+// reach the server in exactly the order of unpipelined batches.
 type batcher struct {
-	agg         *Aggregator
-	res         *resources
-	cp, cpRev   uint64
-	rejectFloor uint64
-	cache       *cache
+	agg *Aggregator
+	res *resources
+	// prepared is the last stream sequence of the last prepared batch.
+	// Owned by the goroutine that prepares batches.
+	prepared uint64
+	cache    *cache
 	// absentReq and absentSes are set when the bucket was empty at the
 	// start of the term; see absentFilter.
 	absentReq, absentSes *absentFilter
+	// inflight is the batch being committed, if any; its records are the
+	// newest state of every key it touches.
+	inflight *job
+
+	// Owned by the committing goroutine (one at a time, each started
+	// after the previous one has ended).
+	cp, cpRev   uint64
+	rejectFloor uint64
 }
 
 type rejection struct {
@@ -43,6 +58,9 @@ type reqWork struct {
 	rev     uint64   // revision as stored; 0 when absent
 	held    Totals   // what the session held for the stored version
 	changed bool
+	// prev is the in-flight batch's work on the same key, when the record
+	// came from there: its revision is known once that batch commits.
+	prev *reqWork
 }
 
 type sesWork struct {
@@ -50,6 +68,23 @@ type sesWork struct {
 	rev   uint64
 	delta Totals
 	dirty bool
+	prev  *sesWork // as reqWork.prev
+}
+
+// job is a prepared batch: every record it writes is computed and
+// encoded; only the revisions of keys the in-flight batch writes are
+// filled in later (resolve).
+type job struct {
+	q          uint64 // last stream sequence of the batch
+	events     int
+	rejects    []rejection
+	reqs       map[string]*reqWork
+	sess       map[string]*sesWork
+	reqPuts    []put
+	reqWritten []*reqWork
+	sesPuts    []put
+	sesWritten []*sesWork
+	done       chan error // the commit's outcome
 }
 
 type accepted struct {
@@ -57,40 +92,67 @@ type accepted struct {
 	ev  *events.Attempt
 }
 
-func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
+// fetched is a stream message as the consumer hands it over: decoded and
+// checked (Accept) in the consumer's goroutine, so that decoding the next
+// batch overlaps with committing the current one. The message itself is
+// kept only when it is rejected (its subject and body are recorded); an
+// accepted one is dropped at once, which keeps the read-ahead small.
+type fetched struct {
+	seq     uint64
+	ev      *events.Attempt // nil when rejected
+	err     error           // why it is rejected
+	subject string          // of a rejected message
+	data    []byte          // of a rejected message
+	metaErr error           // the message has no JetStream metadata
+}
+
+func fetch(m jetstream.Msg) fetched {
+	md, err := m.Metadata()
+	if err != nil {
+		return fetched{metaErr: err}
+	}
+	f := fetched{seq: md.Sequence.Stream}
+	f.ev, f.err = Accept(m.Subject(), m.Data())
+	if f.err != nil {
+		f.subject, f.data = m.Subject(), m.Data()
+	}
+	return f
+}
+
+// prepare reads, applies and encodes a batch on top of the in-flight one
+// (nil when the batch holds nothing new).
+func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 	var (
 		items   []accepted
 		rejects []rejection
 		q       uint64
 	)
-	for _, m := range msgs {
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("projection: message without JetStream metadata: %w", err)
+	for i := range msgs {
+		m := &msgs[i]
+		if m.metaErr != nil {
+			return nil, fmt.Errorf("projection: message without JetStream metadata: %w", m.metaErr)
 		}
-		seq := md.Sequence.Stream
-		if seq <= b.cp {
+		if m.seq <= b.prepared {
 			continue // delivered again; already applied
 		}
-		q = seq
-		ev, err := Accept(m.Subject(), m.Data())
-		if err != nil {
-			rejects = append(rejects, rejectionOf(seq, m, err))
+		q = m.seq
+		if m.err != nil {
+			rejects = append(rejects, rejectionOf(m.seq, m.subject, m.data, m.err))
 			continue
 		}
-		items = append(items, accepted{seq: seq, ev: ev})
+		items = append(items, accepted{seq: m.seq, ev: m.ev})
 	}
 	if q == 0 {
-		return nil
+		return nil, nil
 	}
 
 	reqs, reqOrder, err := b.loadRequests(ctx, items)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sess, sesOrder, err := b.loadSessions(ctx, reqs, reqOrder)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := range items {
 		it := &items[i]
@@ -108,8 +170,11 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 		}
 	}
 
-	var reqPuts []put
-	var reqWritten []*reqWork
+	j := &job{q: q, events: len(items), rejects: rejects, reqs: reqs, sess: sess}
+	// Records are encoded into shared chunks (they stay referenced by the
+	// puts until acknowledged).
+	var buf chunks
+	j.reqPuts = make([]put, 0, len(reqOrder))
 	for _, key := range reqOrder {
 		w := reqs[key]
 		now := w.rec.Contribution()
@@ -118,21 +183,15 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 		}
 		s := sess[w.rec.SessionID]
 		if w.changed && s.rec.Seq >= q {
-			return fmt.Errorf("%w: session %q absorbed batch %d but request %q gains events from batch %d", ErrInvariant, s.rec.SessionID, s.rec.Seq, key, q)
+			return nil, fmt.Errorf("%w: session %q absorbed batch %d but request %q gains events from batch %d", ErrInvariant, s.rec.SessionID, s.rec.Seq, key, q)
 		}
 		w.rec.Seq = q
 		w.rec.Held = w.held
 		s.delta = s.delta.Add(now.Sub(w.held))
 		s.dirty = true
-		data, err := json.Marshal(w.rec)
-		if err != nil {
-			return err
-		}
-		reqPuts = append(reqPuts, put{key: key, value: data, rev: w.rev})
-		reqWritten = append(reqWritten, w)
+		j.reqPuts = append(j.reqPuts, put{key: key, value: buf.add(w.rec.appendJSON)})
+		j.reqWritten = append(j.reqWritten, w)
 	}
-	var sesPuts []put
-	var sesWritten []*sesWork
 	for _, key := range sesOrder {
 		s := sess[key]
 		if !s.dirty || s.delta == (Totals{}) {
@@ -140,18 +199,57 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 		}
 		s.rec.Totals = s.rec.Totals.Add(s.delta)
 		s.rec.Seq = max(s.rec.Seq, q)
-		data, err := json.Marshal(s.rec)
-		if err != nil {
-			return err
-		}
-		sesPuts = append(sesPuts, put{key: key, value: data, rev: s.rev})
-		sesWritten = append(sesWritten, s)
+		j.sesPuts = append(j.sesPuts, put{key: key, value: buf.add(s.rec.appendJSON)})
+		j.sesWritten = append(j.sesWritten, s)
 	}
+	b.prepared = q
+	return j, nil
+}
 
-	// Commit: rejections, then requests, then sessions, then the
-	// checkpoint. Any prefix of this sequence is a state the next batch
-	// recovers from (see the package comment).
-	if err := b.recordRejects(ctx, rejects); err != nil {
+// chunks hands out encoded records from 64 KiB chunks: one allocation per
+// hundred records or so, and no copying as a single buffer would grow.
+type chunks struct{ cur []byte }
+
+const chunkSize = 64 << 10
+
+// add appends a record with enc and returns it.
+func (c *chunks) add(enc func([]byte) []byte) []byte {
+	if cap(c.cur)-len(c.cur) < 4<<10 {
+		c.cur = make([]byte, 0, chunkSize)
+	}
+	n := len(c.cur)
+	c.cur = enc(c.cur)
+	return c.cur[n:len(c.cur):len(c.cur)]
+}
+
+// resolve fills in the revisions the job's writes expect, once the batch
+// it was prepared on top of has committed.
+func (j *job) resolve() {
+	for _, w := range j.reqs {
+		if w.prev != nil {
+			w.rev, w.prev = w.prev.rev, nil
+		}
+	}
+	for _, s := range j.sess {
+		if s.prev != nil {
+			s.rev, s.prev = s.prev.rev, nil
+		}
+	}
+	for i, w := range j.reqWritten {
+		j.reqPuts[i].rev = w.rev
+	}
+	for i, s := range j.sesWritten {
+		j.sesPuts[i].rev = s.rev
+	}
+}
+
+// commit writes a resolved job: rejections, then requests, then sessions,
+// then the checkpoint. Any prefix of this sequence is a state the next
+// batch recovers from (see the package comment). It runs on its own
+// goroutine and touches only the job's puts and the batcher's commit
+// fields; on success every put holds its new revision.
+func (b *batcher) commit(ctx context.Context, j *job) error {
+	if err := b.recordRejects(ctx, j.rejects); err != nil {
 		return err
 	}
 	if err := b.fault(FaultAfterRejects); err != nil {
@@ -160,50 +258,51 @@ func (b *batcher) apply(ctx context.Context, msgs []jetstream.Msg) error {
 	if err := b.fault(FaultBeforeWrites); err != nil {
 		return err
 	}
-	if err := b.putHalves(ctx, b.res.requests, reqPuts, FaultMidRequests); err != nil {
+	if err := b.putHalves(ctx, b.res.requests, j.reqPuts, FaultMidRequests); err != nil {
 		return err
 	}
 	if err := b.fault(FaultBetweenBuckets); err != nil {
 		return err
 	}
-	if err := b.putHalves(ctx, b.res.sessions, sesPuts, FaultMidSessions); err != nil {
+	if err := b.putHalves(ctx, b.res.sessions, j.sesPuts, FaultMidSessions); err != nil {
 		return err
 	}
 	if err := b.fault(FaultBeforeCheckpoint); err != nil {
 		return err
 	}
-	cpData, _ := json.Marshal(checkpoint{Seq: q})
+	cpData, _ := json.Marshal(checkpoint{Seq: j.q})
 	cpPut := []put{{key: checkpointKey, value: cpData, rev: b.cpRev}}
 	if err := b.res.stateW.putAll(ctx, cpPut); err != nil {
-		return fmt.Errorf("projection: committing checkpoint %d: %w", q, err)
+		return fmt.Errorf("projection: committing checkpoint %d: %w", j.q, err)
 	}
-	b.cp, b.cpRev = q, cpPut[0].rev
-	b.agg.applied.Store(q)
-	if err := b.fault(FaultAfterCheckpoint); err != nil {
-		return err
-	}
+	b.cp, b.cpRev = j.q, cpPut[0].rev
+	b.agg.applied.Store(j.q)
+	b.agg.stats.batches.Add(1)
+	b.agg.stats.events.Add(uint64(j.events))
+	return b.fault(FaultAfterCheckpoint)
+}
 
-	for i, w := range reqWritten {
-		w.rev = reqPuts[i].rev
+// finish records a committed job's revisions and keeps its records in the
+// cache.
+func (b *batcher) finish(j *job) {
+	for i, w := range j.reqWritten {
+		w.rev = j.reqPuts[i].rev
 		if b.absentReq != nil {
-			b.absentReq.add(reqPuts[i].key)
+			b.absentReq.add(j.reqPuts[i].key)
 		}
 	}
-	for i, s := range sesWritten {
-		s.rev = sesPuts[i].rev
+	for i, s := range j.sesWritten {
+		s.rev = j.sesPuts[i].rev
 		if b.absentSes != nil {
-			b.absentSes.add(sesPuts[i].key)
+			b.absentSes.add(j.sesPuts[i].key)
 		}
 	}
-	for key, w := range reqs {
+	for key, w := range j.reqs {
 		b.cache.putRequest(key, cachedRequest{rec: w.rec, rev: w.rev})
 	}
-	for key, s := range sess {
+	for key, s := range j.sess {
 		b.cache.putSession(key, cachedSession{rec: s.rec, rev: s.rev})
 	}
-	b.agg.stats.batches.Add(1)
-	b.agg.stats.events.Add(uint64(len(items)))
-	return nil
 }
 
 func (b *batcher) fault(p FaultPoint) error {
@@ -235,9 +334,24 @@ func (b *batcher) putHalves(ctx context.Context, bk *bucket, puts []put, mid Fau
 	return bk.putAll(ctx, puts[h:])
 }
 
+func (b *batcher) inflightRequest(key string) *reqWork {
+	if b.inflight == nil {
+		return nil
+	}
+	return b.inflight.reqs[key]
+}
+
+func (b *batcher) inflightSession(key string) *sesWork {
+	if b.inflight == nil {
+		return nil
+	}
+	return b.inflight.sess[key]
+}
+
 // loadRequests returns a working copy of every request the batch names,
-// with its stored revision, in order of first appearance. Keys missing
-// from the cache are read in one batched round trip.
+// with its stored revision, in order of first appearance: from the
+// in-flight batch, else the cache, else KV (keys missing from both are
+// read in one batched round trip).
 func (b *batcher) loadRequests(ctx context.Context, items []accepted) (map[string]*reqWork, []string, error) {
 	reqs := make(map[string]*reqWork, len(items))
 	order := make([]string, 0, len(items))
@@ -248,7 +362,9 @@ func (b *batcher) loadRequests(ctx context.Context, items []accepted) (map[strin
 			continue
 		}
 		w := &reqWork{}
-		if c, ok := b.cache.request(ev.RequestID); ok {
+		if p := b.inflightRequest(ev.RequestID); p != nil {
+			w.rec, w.prev = p.rec.clone(), p
+		} else if c, ok := b.cache.request(ev.RequestID); ok {
 			w.rec, w.rev = c.rec.clone(), c.rev
 		} else {
 			w.rec = NewRequest(ev.RequestID, ev.SessionID)
@@ -289,7 +405,10 @@ func (b *batcher) loadSessions(ctx context.Context, reqs map[string]*reqWork, re
 			continue
 		}
 		s := &sesWork{}
-		if c, hit := b.cache.session(id); hit {
+		if p := b.inflightSession(id); p != nil {
+			cp := *p.rec
+			s.rec, s.prev = &cp, p
+		} else if c, hit := b.cache.session(id); hit {
 			cp := *c.rec
 			s.rec, s.rev = &cp, c.rev
 		} else {
@@ -324,8 +443,8 @@ func (b *batcher) loadSessions(ctx context.Context, reqs map[string]*reqWork, re
 	return sess, order, nil
 }
 
-func rejectionOf(seq uint64, m jetstream.Msg, err error) rejection {
-	r := rejection{seq: seq, subject: m.Subject(), data: m.Data(), reason: events.ReasonMalformedJSON, detail: err.Error()}
+func rejectionOf(seq uint64, subject string, data []byte, err error) rejection {
+	r := rejection{seq: seq, subject: subject, data: data, reason: events.ReasonMalformedJSON, detail: err.Error()}
 	var re *events.RejectError
 	if errors.As(err, &re) {
 		r.reason, r.detail = re.Reason, re.Detail

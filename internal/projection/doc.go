@@ -85,9 +85,31 @@
 //
 // # Batching
 //
-// A batch reads each touched key once (from a bounded cache of the records
-// this writer last wrote, else KV), applies all its events in memory, and
-// writes each touched key once: requests as one pipelined round of
-// compare-and-set publishes, then sessions as another, then the checkpoint.
-// A batch costs three round trips however many events it holds.
+// A batch reads each touched key once (from the batch being committed, else
+// a bounded cache of the records this writer last wrote, else KV), applies
+// all its events in memory, and writes each touched key once: requests as
+// one pipelined round of compare-and-set publishes, then sessions as
+// another, then the checkpoint. A batch costs three round trips however
+// many events it holds.
+//
+// Batches are pipelined two deep. While batch N commits on its own
+// goroutine, batch N+1 is decoded (in the consumer's goroutine), read,
+// applied and encoded on top of N's records: exactly the state N leaves in
+// KV if it commits. N+1 is sent only after N's checkpoint is acknowledged,
+// with the revisions N's writes returned, so the server sees the same
+// writes in the same order as without pipelining and every argument above
+// holds unchanged. If N fails, N+1 is dropped unsent and the term ends as
+// for any failed batch; the committing goroutine is always waited for
+// before a new term reads the checkpoint.
+//
+// # Stored records
+//
+// Records are encoded by hand (codec.go). A request record holds the
+// contract fields as the contract shows them; the projection's own fields
+// are compact: "log" is an array of arrays [attempt, event_id, flags,
+// input, output, cache_read, cache_creation, started_at, finished_at] with
+// provider and model appended only when they differ from the record's
+// (flags: 1 success, 2 final), "seq" is the batch that wrote it, and
+// "held" appears only when not all zero. Readers accept the older layout
+// (log entries as objects, held always present) too.
 package projection

@@ -38,7 +38,7 @@ type RebuildConfig struct {
 	Apply func(r *Request, ev *events.Attempt) bool
 	// LeaseTTL must match the live aggregators'. Default 10s.
 	LeaseTTL time.Duration
-	// BatchSize of the scratch projection. Default 10,000.
+	// BatchSize of the scratch projection. Default: Config.BatchSize.
 	BatchSize int
 	Logger    *slog.Logger
 	// Progress, when set, is called now and then with the events the

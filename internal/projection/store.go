@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,31 +46,96 @@ func newBucket(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValu
 // every acknowledgement. On success each put's rev is its new revision. On
 // failure some puts may have landed and others not; the caller treats the
 // batch as failed and starts again from its checkpoint.
+//
+// It publishes on the core connection with its own reply subscription
+// rather than through the JetStream client's asynchronous publisher: one
+// reused message, no future per write, and acknowledgements read without
+// encoding/json (which was a tenth of the aggregator's CPU).
 func (b *bucket) putAll(ctx context.Context, puts []put) error {
-	futures := make([]jetstream.PubAckFuture, len(puts))
+	if len(puts) == 0 {
+		return nil
+	}
+	nc := b.js.Conn()
+	inbox := nc.NewRespInbox() + "."
+	ch := make(chan *nats.Msg, len(puts)) // room for every answer: a full channel would drop one
+	sub, err := nc.ChanSubscribe(inbox+"*", ch)
+	if err != nil {
+		return fmt.Errorf("projection: writing %s: %w", b.kv.Bucket(), err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	m := &nats.Msg{Header: nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{""}}}
+	reply := make([]byte, 0, len(inbox)+8)
+	subj := make([]byte, 0, len(b.prefix)+64)
 	for i := range puts {
-		m := nats.NewMsg(b.prefix + puts[i].key)
-		m.Data = puts[i].value
-		f, err := b.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(puts[i].rev))
-		if err != nil {
+		subj = append(append(subj[:0], b.prefix...), puts[i].key...)
+		reply = strconv.AppendInt(append(reply[:0], inbox...), int64(i), 36)
+		m.Subject, m.Reply, m.Data = string(subj), string(reply), puts[i].value
+		m.Header[jetstream.ExpectedLastSubjSeqHeader][0] = strconv.FormatUint(puts[i].rev, 10)
+		if err := nc.PublishMsg(m); err != nil {
 			return fmt.Errorf("projection: writing %s/%s: %w", b.kv.Bucket(), puts[i].key, err)
 		}
-		futures[i] = f
 	}
 	var first error
-	for i, f := range futures {
+	for range puts {
+		var a *nats.Msg
 		select {
-		case ack := <-f.Ok():
-			puts[i].rev = ack.Sequence
-		case err := <-f.Err():
-			if first == nil {
-				first = b.writeErr(puts[i].key, err)
-			}
+		case a = <-ch:
 		case <-ctx.Done():
 			return fmt.Errorf("projection: waiting for writes to %s: %w", b.kv.Bucket(), ctx.Err())
 		}
+		i, err := strconv.ParseInt(a.Subject[min(len(inbox), len(a.Subject)):], 36, 0)
+		if err != nil || i < 0 || int(i) >= len(puts) {
+			return fmt.Errorf("projection: writing %s: acknowledgement on unexpected subject %q", b.kv.Bucket(), a.Subject)
+		}
+		seq, err := parseAck(a)
+		if err != nil {
+			if first == nil {
+				first = b.writeErr(puts[i].key, err)
+			}
+			continue
+		}
+		puts[i].rev = seq
 	}
 	return first
+}
+
+// parseAck returns the stream sequence of a JetStream publish
+// acknowledgement ({"stream":"KV_x","seq":42}), or its error.
+func parseAck(m *nats.Msg) (uint64, error) {
+	if len(m.Data) == 0 {
+		if st := m.Header.Get("Status"); st == "503" {
+			return 0, nats.ErrNoResponders
+		} else if st != "" {
+			return 0, fmt.Errorf("status %s %s", st, m.Header.Get("Description"))
+		}
+		return 0, errors.New("empty acknowledgement")
+	}
+	if !bytes.Contains(m.Data, []byte(`"error"`)) {
+		if i := bytes.Index(m.Data, []byte(`"seq":`)); i >= 0 {
+			d := m.Data[i+len(`"seq":`):]
+			n := 0
+			for n < len(d) && d[n] >= '0' && d[n] <= '9' {
+				n++
+			}
+			if seq, err := strconv.ParseUint(string(d[:n]), 10, 64); err == nil && seq > 0 {
+				return seq, nil
+			}
+		}
+	}
+	var ack struct {
+		Error *jetstream.APIError `json:"error"`
+		Seq   uint64              `json:"seq"`
+	}
+	if err := json.Unmarshal(m.Data, &ack); err != nil {
+		return 0, fmt.Errorf("unreadable acknowledgement %q: %w", m.Data, err)
+	}
+	if ack.Error != nil {
+		return 0, ack.Error
+	}
+	if ack.Seq == 0 {
+		return 0, fmt.Errorf("acknowledgement without a sequence: %q", m.Data)
+	}
+	return ack.Seq, nil
 }
 
 func (b *bucket) writeErr(key string, err error) error {
