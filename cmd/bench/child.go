@@ -17,12 +17,15 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/projection"
+	"github.com/agentledger/ledger/internal/replay"
 )
 
 // The hidden subcommands run in child processes.
 const (
 	childAggregate = "aggregate"
 	childRaw       = "raw"
+	childVerify    = "verify"  // after childAggregate: the live ledger exists
+	childRebuild   = "rebuild" // after childVerify
 )
 
 // childResult is what a child prints on stdout, as JSON.
@@ -34,6 +37,9 @@ type childResult struct {
 	HeapAllocPeak uint64  `json:"heap_alloc_peak"`
 	// VmHWMBytes is the child's own peak RSS, from /proc/self/status.
 	VmHWMBytes uint64 `json:"vm_hwm_bytes"`
+	// TotalSeconds is, for a rebuild, the whole command: projecting
+	// (Seconds, the figure Rate is of), then switching the live ledger over.
+	TotalSeconds float64 `json:"total_seconds,omitempty"`
 }
 
 func runChild(kind string, args []string) error {
@@ -74,6 +80,10 @@ func runChild(kind string, args []string) error {
 	switch kind {
 	case childRaw:
 		res, err = rawConsume(ctx, js, *last)
+	case childVerify:
+		res, err = verify(ctx, js, *last)
+	case childRebuild:
+		res, err = rebuild(ctx, js, *last, *batch)
 	default:
 		res, err = aggregate(ctx, js, *last, *batch)
 	}
@@ -167,6 +177,45 @@ func aggregate(ctx context.Context, js jetstream.JetStream, last uint64, batch i
 		return childResult{}, fmt.Errorf("aggregator: %w", err)
 	}
 	return childResult{Events: last, Seconds: elapsed.Seconds(), Rate: float64(last) / elapsed.Seconds()}, nil
+}
+
+// verify runs aggregator verify on the ledger the aggregate child left;
+// anything but "identical" is an error.
+func verify(ctx context.Context, js jetstream.JetStream, last uint64) (childResult, error) {
+	start := time.Now()
+	d, err := replay.Verify(ctx, js, replay.Options{})
+	if err != nil {
+		return childResult{}, err
+	}
+	elapsed := time.Since(start)
+	if !d.Identical() || d.Checkpoint != last {
+		return childResult{}, fmt.Errorf("verify: checkpoint %d of %d, %d sessions and %d requests differ", d.Checkpoint, last, d.SessionsDiffer, d.RequestsDiffer)
+	}
+	return childResult{Events: last, Seconds: elapsed.Seconds(), Rate: float64(last) / elapsed.Seconds()}, nil
+}
+
+// rebuild runs aggregator rebuild over the ledger the aggregate child left
+// (no live aggregator runs, so the switch starts at once). Rate is of the
+// projection into the scratch buckets, the part that grows with the
+// stream; TotalSeconds includes the switch, which grows with the keys.
+func rebuild(ctx context.Context, js jetstream.JetStream, last uint64, batch int) (childResult, error) {
+	projection.LimitMemory() // as the aggregator command does
+	start := time.Now()
+	var projected time.Duration
+	err := projection.Rebuild(ctx, projection.RebuildConfig{JS: js, BatchSize: batch, LeaseTTL: time.Second,
+		Progress: func(phase string, applied, total uint64) {
+			if phase == "project" && total > 0 && applied >= total && projected == 0 {
+				projected = time.Since(start)
+			}
+		}})
+	if err != nil {
+		return childResult{}, err
+	}
+	total := time.Since(start)
+	if projected == 0 {
+		projected = total
+	}
+	return childResult{Events: last, Seconds: projected.Seconds(), Rate: float64(last) / projected.Seconds(), TotalSeconds: total.Seconds()}, nil
 }
 
 // startCPUProfile writes a CPU profile to path until stop is called.

@@ -48,9 +48,12 @@ type workloadResult struct {
 	Raw         childRun   `json:"raw_consume"`
 	Aggregator  childRun   `json:"aggregator"`
 	Ratio       float64    `json:"ratio"`
-	// RebuildRate is nil until the replay issue lands.
-	RebuildRate *float64 `json:"rebuild_rate"`
-	VerifyRate  *float64 `json:"verify_rate"`
+	// Verify is aggregator verify of the ledger the aggregator built;
+	// Rebuild is aggregator rebuild of it (Rate: the projection phase).
+	Verify       childRun `json:"verify"`
+	Rebuild      childRun `json:"rebuild"`
+	VerifyRatio  float64  `json:"verify_ratio"`
+	RebuildRatio float64  `json:"rebuild_ratio"`
 }
 
 type results struct {
@@ -176,6 +179,13 @@ func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResu
 		return w, err
 	}
 	w.Ratio = w.Aggregator.Rate / w.Raw.Rate
+	if w.Verify, err = runChildProcess(ctx, cfg, spec.Name, childVerify, srv.URL(), last); err != nil {
+		return w, err
+	}
+	if w.Rebuild, err = runChildProcess(ctx, cfg, spec.Name, childRebuild, srv.URL(), last); err != nil {
+		return w, err
+	}
+	w.VerifyRatio, w.RebuildRatio = w.Verify.Rate/w.Raw.Rate, w.Rebuild.Rate/w.Raw.Rate
 	return w, nil
 }
 
