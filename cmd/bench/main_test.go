@@ -56,7 +56,7 @@ func TestResize(t *testing.T) {
 func TestEvaluate(t *testing.T) {
 	res := results{
 		Workloads: []workloadResult{{Spec: bench.Spec{Name: "c"}, PublishRate: 200_000, Ratio: 0.4,
-			Aggregator: childRun{PeakRSSBytes: 100 << 20}}},
+			RebuildRatio: 0.5, VerifyRatio: 0.49, Aggregator: childRun{PeakRSSBytes: 100 << 20}}},
 		Middleware: []middlewareResult{{Name: "mem", NsPerOp: 500, AllocsPerOp: 3, Target: true}, {Name: "nats", NsPerOp: 9000, AllocsPerOp: 40}},
 	}
 	got := map[string]bool{}
@@ -65,6 +65,8 @@ func TestEvaluate(t *testing.T) {
 	}
 	assert.Equal(t, map[string]bool{
 		"workload c: aggregator/raw >= 0.5":         false,
+		"workload c: rebuild/raw >= 0.5":            true,
+		"workload c: verify/raw >= 0.5":             false,
 		"workload c: publish >= 150000 ev/s":        true,
 		"workload c: aggregator peak RSS < 256 MiB": true,
 		"mem: < 2000 ns/op":                         true,
