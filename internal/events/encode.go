@@ -20,6 +20,20 @@ func AppendTime(b []byte, t time.Time) []byte { return appendTime(b, t) }
 // json.Marshal escapes it.
 func AppendString(b []byte, s string) []byte { return appendString(b, s) }
 
+// AppendUsage appends u as the contract's JSON object, field order as
+// json.Marshal writes it.
+func AppendUsage(b []byte, u Usage) []byte {
+	b = append(b, `{"input_tokens":`...)
+	b = strconv.AppendInt(b, u.InputTokens, 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, u.OutputTokens, 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	b = strconv.AppendInt(b, u.CacheReadInputTokens, 10)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = strconv.AppendInt(b, u.CacheCreationInputTokens, 10)
+	return append(b, '}')
+}
+
 // appendTime appends t.UTC().Format(TimeLayout) to b.
 func appendTime(b []byte, t time.Time) []byte {
 	t = t.UTC()
@@ -87,15 +101,8 @@ func Marshal(a *Attempt) ([]byte, error) {
 	b = appendString(b, a.Provider)
 	b = append(b, `,"model":`...)
 	b = appendString(b, a.Model)
-	b = append(b, `,"usage":{"input_tokens":`...)
-	b = strconv.AppendInt(b, a.Usage.InputTokens, 10)
-	b = append(b, `,"output_tokens":`...)
-	b = strconv.AppendInt(b, a.Usage.OutputTokens, 10)
-	b = append(b, `,"cache_read_input_tokens":`...)
-	b = strconv.AppendInt(b, a.Usage.CacheReadInputTokens, 10)
-	b = append(b, `,"cache_creation_input_tokens":`...)
-	b = strconv.AppendInt(b, a.Usage.CacheCreationInputTokens, 10)
-	b = append(b, '}')
+	b = append(b, `,"usage":`...)
+	b = AppendUsage(b, a.Usage)
 	if e := a.Error; e != nil {
 		b = append(b, `,"error":{"kind":`...)
 		b = appendString(b, string(e.Kind))

@@ -234,24 +234,14 @@ type resources struct {
 	rejected           jetstream.Stream
 	requests, sessions *bucket
 	state              jetstream.KeyValue
-	stateW             *bucket             // the state bucket, for the checkpoint write
-	wjs                jetstream.JetStream // for pipelined writes
+	stateW             *bucket // the state bucket, for the checkpoint write
 }
 
 // readAhead bounds the messages the consumer fetches ahead of the
 // batches, undecoded.
 const readAhead = 10_000
 
-// maxPendingWrites bounds the pipelined writes in flight.
-const maxPendingWrites = 1 << 16
-
 func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Config, names Names) (*resources, error) {
-	// Writes are pipelined a whole batch at a time: give them a JetStream
-	// context whose async window holds a batch, so publishing never stalls.
-	wjs, err := jetstream.New(js.Conn(), jetstream.WithPublishAsyncMaxPending(maxPendingWrites))
-	if err != nil {
-		return nil, fmt.Errorf("projection: %w", err)
-	}
 	stream, err := topology.EnsureAttempts(ctx, js, tc)
 	if err != nil {
 		return nil, err
@@ -272,14 +262,14 @@ func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Conf
 	if err != nil {
 		return nil, err
 	}
-	res := &resources{names: names, stream: stream, rejected: rejected, state: state, wjs: wjs}
-	if res.requests, err = newBucket(ctx, wjs, req); err != nil {
+	res := &resources{names: names, stream: stream, rejected: rejected, state: state}
+	if res.requests, err = newBucket(ctx, js, req); err != nil {
 		return nil, err
 	}
-	if res.sessions, err = newBucket(ctx, wjs, ses); err != nil {
+	if res.sessions, err = newBucket(ctx, js, ses); err != nil {
 		return nil, err
 	}
-	if res.stateW, err = newBucket(ctx, wjs, state); err != nil {
+	if res.stateW, err = newBucket(ctx, js, state); err != nil {
 		return nil, err
 	}
 	return res, nil

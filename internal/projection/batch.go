@@ -84,7 +84,6 @@ type job struct {
 	reqWritten []*reqWork
 	sesPuts    []put
 	sesWritten []*sesWork
-	done       chan error // the commit's outcome
 }
 
 type accepted struct {

@@ -51,9 +51,9 @@ func (r *Request) appendJSON(b []byte) []byte {
 	b = append(b, `,"winning_attempt":`...)
 	b = strconv.AppendInt(b, int64(r.WinningAttempt), 10)
 	b = append(b, `,"usage":`...)
-	b = appendUsage(b, r.Usage)
+	b = events.AppendUsage(b, r.Usage)
 	b = append(b, `,"billed":`...)
-	b = appendUsage(b, r.Billed)
+	b = events.AppendUsage(b, r.Billed)
 	b = append(b, `,"first_started_at":`...)
 	b = appendTime(b, r.FirstStartedAt)
 	b = append(b, `,"last_finished_at":`...)
@@ -143,21 +143,9 @@ func appendTotalsFields(b []byte, t Totals) []byte {
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, t.Attempts, 10)
 	b = append(b, `,"usage":`...)
-	b = appendUsage(b, t.Usage)
+	b = events.AppendUsage(b, t.Usage)
 	b = append(b, `,"billed":`...)
-	return appendUsage(b, t.Billed)
-}
-
-func appendUsage(b []byte, u events.Usage) []byte {
-	b = append(b, `{"input_tokens":`...)
-	b = strconv.AppendInt(b, u.InputTokens, 10)
-	b = append(b, `,"output_tokens":`...)
-	b = strconv.AppendInt(b, u.OutputTokens, 10)
-	b = append(b, `,"cache_read_input_tokens":`...)
-	b = strconv.AppendInt(b, u.CacheReadInputTokens, 10)
-	b = append(b, `,"cache_creation_input_tokens":`...)
-	b = strconv.AppendInt(b, u.CacheCreationInputTokens, 10)
-	return append(b, '}')
+	return events.AppendUsage(b, t.Billed)
 }
 
 // appendTime appends t as a JSON string in RFC 3339 with nanoseconds, UTC.

@@ -262,76 +262,81 @@ func (c *comparer) early(reqs map[string]liveRecord[projection.RequestView], ses
 
 func (c *comparer) request(id string, live liveRecord[projection.RequestView], inLive bool, seq uint64) {
 	re, inMem := c.mem.Request(id)
-	add := func(field, l, r string, delta *int64) {
-		c.diffReq[id] = true
-		c.d.Diffs = append(c.d.Diffs, Diff{Kind: KindRequest, ID: id, Field: field, Live: l, Recomputed: r, Delta: delta, Seq: seq})
-	}
+	f := fields{c: c, kind: KindRequest, id: id, seq: seq, differ: c.diffReq}
 	if !inLive || !inMem {
-		add(FieldRecord, presence(inLive), presence(inMem), nil)
+		f.add(FieldRecord, presence(inLive), presence(inMem), nil)
 		return
 	}
 	l := live.view
-	str := func(field, a, b string) {
-		if a != b {
-			add(field, a, b, nil)
-		}
-	}
-	num := func(field string, a, b int64) {
-		if a != b {
-			delta := a - b
-			add(field, strconv.FormatInt(a, 10), strconv.FormatInt(b, 10), &delta)
-		}
-	}
-	tm := func(field string, a, b time.Time) {
-		if !a.Equal(b) {
-			add(field, a.UTC().Format(time.RFC3339Nano), b.UTC().Format(time.RFC3339Nano), nil)
-		}
-	}
-	str("session_id", l.SessionID, re.SessionID)
-	str("provider", l.Provider, re.Provider)
-	str("model", l.Model, re.Model)
-	str("status", l.Status, re.Status)
-	num("attempts", int64(l.Attempts), int64(re.Attempts))
-	num("winning_attempt", int64(l.WinningAttempt), int64(re.WinningAttempt))
-	usageDiffs("usage", l.Usage, re.Usage, num)
-	usageDiffs("billed", l.Billed, re.Billed, num)
-	tm("first_started_at", l.FirstStartedAt, re.FirstStartedAt)
-	tm("last_finished_at", l.LastFinishedAt, re.LastFinishedAt)
+	f.str("session_id", l.SessionID, re.SessionID)
+	f.str("provider", l.Provider, re.Provider)
+	f.str("model", l.Model, re.Model)
+	f.str("status", l.Status, re.Status)
+	f.num("attempts", int64(l.Attempts), int64(re.Attempts))
+	f.num("winning_attempt", int64(l.WinningAttempt), int64(re.WinningAttempt))
+	f.usage("usage", l.Usage, re.Usage)
+	f.usage("billed", l.Billed, re.Billed)
+	f.time("first_started_at", l.FirstStartedAt, re.FirstStartedAt)
+	f.time("last_finished_at", l.LastFinishedAt, re.LastFinishedAt)
 }
 
 func (c *comparer) session(id string, live liveRecord[projection.SessionView], inLive bool, seq uint64) {
 	re, inMem := c.mem.Session(id)
-	add := func(field, l, r string, delta *int64) {
-		c.diffSes[id] = true
-		c.d.Diffs = append(c.d.Diffs, Diff{Kind: KindSession, ID: id, Field: field, Live: l, Recomputed: r, Delta: delta, Seq: seq})
-	}
+	f := fields{c: c, kind: KindSession, id: id, seq: seq, differ: c.diffSes}
 	if inLive != inMem {
-		add(FieldRecord, presence(inLive), presence(inMem), nil)
+		f.add(FieldRecord, presence(inLive), presence(inMem), nil)
 	}
 	// A missing record counts as zero totals, so the deltas still add up.
 	l := live.view.Totals
-	num := func(field string, a, b int64) {
-		if a != b {
-			delta := a - b
-			add(field, strconv.FormatInt(a, 10), strconv.FormatInt(b, 10), &delta)
-		}
-	}
-	num("requests", l.Requests, re.Requests)
-	num("succeeded", l.Succeeded, re.Succeeded)
-	num("failed", l.Failed, re.Failed)
-	num("pending", l.Pending, re.Pending)
-	num("attempts", l.Attempts, re.Attempts)
-	usageDiffs("usage", l.Usage, re.Usage, num)
-	usageDiffs("billed", l.Billed, re.Billed, num)
+	f.num("requests", l.Requests, re.Requests)
+	f.num("succeeded", l.Succeeded, re.Succeeded)
+	f.num("failed", l.Failed, re.Failed)
+	f.num("pending", l.Pending, re.Pending)
+	f.num("attempts", l.Attempts, re.Attempts)
+	f.usage("usage", l.Usage, re.Usage)
+	f.usage("billed", l.Billed, re.Billed)
 	c.d.UsageDelta = c.d.UsageDelta.Add(l.Usage.Sub(re.Usage))
 	c.d.BilledDelta = c.d.BilledDelta.Add(l.Billed.Sub(re.Billed))
 }
 
-func usageDiffs(prefix string, a, b events.Usage, num func(string, int64, int64)) {
-	num(prefix+".input_tokens", a.InputTokens, b.InputTokens)
-	num(prefix+".output_tokens", a.OutputTokens, b.OutputTokens)
-	num(prefix+".cache_read_input_tokens", a.CacheReadInputTokens, b.CacheReadInputTokens)
-	num(prefix+".cache_creation_input_tokens", a.CacheCreationInputTokens, b.CacheCreationInputTokens)
+// fields records the differing fields of one record.
+type fields struct {
+	c      *comparer
+	kind   string
+	id     string
+	seq    uint64
+	differ map[string]bool // the records of this kind that differ
+}
+
+func (f fields) add(field, live, recomputed string, delta *int64) {
+	f.differ[f.id] = true
+	f.c.d.Diffs = append(f.c.d.Diffs, Diff{Kind: f.kind, ID: f.id, Field: field, Live: live, Recomputed: recomputed, Delta: delta, Seq: f.seq})
+}
+
+func (f fields) str(field, live, recomputed string) {
+	if live != recomputed {
+		f.add(field, live, recomputed, nil)
+	}
+}
+
+func (f fields) num(field string, live, recomputed int64) {
+	if live != recomputed {
+		delta := live - recomputed
+		f.add(field, strconv.FormatInt(live, 10), strconv.FormatInt(recomputed, 10), &delta)
+	}
+}
+
+func (f fields) time(field string, live, recomputed time.Time) {
+	if !live.Equal(recomputed) {
+		f.add(field, live.UTC().Format(time.RFC3339Nano), recomputed.UTC().Format(time.RFC3339Nano), nil)
+	}
+}
+
+func (f fields) usage(prefix string, live, recomputed events.Usage) {
+	f.num(prefix+".input_tokens", live.InputTokens, recomputed.InputTokens)
+	f.num(prefix+".output_tokens", live.OutputTokens, recomputed.OutputTokens)
+	f.num(prefix+".cache_read_input_tokens", live.CacheReadInputTokens, recomputed.CacheReadInputTokens)
+	f.num(prefix+".cache_creation_input_tokens", live.CacheCreationInputTokens, recomputed.CacheCreationInputTokens)
 }
 
 func presence(ok bool) string {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/progress"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -148,22 +149,10 @@ func WriteTable(w io.Writer, l *Ledger) error {
 
 // num writes n with thousands separators.
 func num(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := n < 0
-	if neg {
-		s = s[1:]
+	if n < 0 {
+		return "-" + progress.Count(uint64(-n))
 	}
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
+	return progress.Count(uint64(n))
 }
 
 func pct(part, whole int64) string {
