@@ -26,3 +26,12 @@ func Accept(subject string, data []byte) (*events.Attempt, error) {
 func (r *Request) Conflicts(ev *events.Attempt) bool {
 	return r.Exists() && r.SessionID != ev.SessionID
 }
+
+// RulesVersion is the version of the projection rules this build applies:
+// Accept, Conflicts, the merge (Request.Apply) and what a request
+// contributes to its session. Raise it whenever a change to any of them
+// makes the same events project to a different ledger. The lease, the
+// checkpoint, a rebuild's switch and every record carry the version that
+// wrote them; an aggregator whose rules are older than its ledger's
+// refuses to write (see the package comment).
+const RulesVersion = 1
