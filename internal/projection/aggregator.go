@@ -90,9 +90,11 @@ type Config struct {
 	// (*Request).Apply. It is a seam for tests that replay a stream
 	// projected by a deliberately wrong version of the code.
 	Apply func(r *Request, ev *events.Attempt) bool
-	// Faults, when set, is called at every write point of a batch; an error
-	// it returns stops Run at once without any cleanup, as a crash would.
-	// It is a test seam.
+	// Faults, when set, is called at every write point of a batch, at the
+	// pause points (PausePoints) and before every lease renewal. An error
+	// it returns stops Run at once without any cleanup, as a crash would;
+	// blocking in it freezes the caller there, as a stopped process would.
+	// It is a test seam and may be called from several goroutines.
 	Faults func(p FaultPoint) error
 }
 
@@ -114,6 +116,21 @@ const (
 // FaultPoints lists every write point, for tests that crash at each.
 var FaultPoints = []FaultPoint{FaultBetweenRejectsPut, FaultAfterRejects, FaultBeforeWrites, FaultMidRequests,
 	FaultBetweenBuckets, FaultMidSessions, FaultBeforeCheckpoint, FaultAfterCheckpoint}
+
+// Points where a holder can be frozen in the middle of a batch (besides
+// the write points), and the lease renewal.
+const (
+	FaultGather       FaultPoint = "gather"        // a batch's first message is in hand; the rest is gathered next
+	FaultAfterRead    FaultPoint = "after-read"    // a batch is gathered from the stream
+	FaultAfterLoad    FaultPoint = "after-load"    // its records are read, before they are applied
+	FaultNextPrepared FaultPoint = "next-prepared" // batch N+1 is prepared while N commits
+	FaultRenew        FaultPoint = "renew"         // before every lease renewal
+	FaultTermEnd      FaultPoint = "term-end"      // the batches of a lease term have stopped
+)
+
+// PausePoints lists the points of a batch where the pause tests freeze a
+// holder.
+var PausePoints = []FaultPoint{FaultAfterRead, FaultAfterLoad, FaultBetweenBuckets, FaultBeforeCheckpoint, FaultNextPrepared}
 
 // crashError marks an error returned by Config.Faults.
 type crashError struct{ err error }
@@ -277,7 +294,7 @@ func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Conf
 
 // lead holds the lease and runs batches until ctx ends or a batch fails.
 func (a *Aggregator) lead(ctx context.Context, res *resources) error {
-	l := &lease{kv: res.state, holder: a.cfg.InstanceID, ttl: a.cfg.LeaseTTL, now: a.cfg.Now}
+	l := &lease{kv: res.state, holder: a.cfg.InstanceID, ttl: a.cfg.LeaseTTL, now: a.cfg.Now, fault: a.cfg.Faults}
 	if err := l.acquire(ctx, a.cfg.LeaseTTL/4); err != nil {
 		return err
 	}
@@ -298,6 +315,9 @@ func (a *Aggregator) lead(ctx context.Context, res *resources) error {
 		}
 	}()
 	err := a.loop(ctx, runCtx, res)
+	if a.cfg.Faults != nil {
+		_ = a.cfg.Faults(FaultTermEnd)
+	}
 	var crash crashError
 	if !errors.As(err, &crash) {
 		cancel(nil)
@@ -435,6 +455,9 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 		case m := <-msgs:
 			batch = append(batch, m)
 		}
+		if err := b.fault(FaultGather); err != nil {
+			return err
+		}
 	fill:
 		for len(batch) < a.cfg.BatchSize {
 			select {
@@ -444,9 +467,17 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 				break fill
 			}
 		}
+		if err := b.fault(FaultAfterRead); err != nil {
+			return err
+		}
 		j, err := b.prepare(runCtx, batch)
 		if err != nil {
 			return err
+		}
+		if j != nil && done != nil {
+			if err := b.fault(FaultNextPrepared); err != nil {
+				return err
+			}
 		}
 		if done != nil {
 			if err := settle(<-done); err != nil {

@@ -153,6 +153,9 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := b.fault(FaultAfterLoad); err != nil {
+		return nil, err
+	}
 	for i := range items {
 		it := &items[i]
 		w := reqs[it.ev.RequestID]

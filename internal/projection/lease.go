@@ -42,6 +42,9 @@ type lease struct {
 	ttl    time.Duration
 	now    func() time.Time
 	rev    uint64
+	// fault is Config.Faults (nil in production): called before every
+	// renewal, so a test can freeze the renewals with the batch.
+	fault func(FaultPoint) error
 }
 
 // acquire blocks until this instance holds the lease or ctx ends.
@@ -180,6 +183,11 @@ func (l *lease) keep(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+		if l.fault != nil {
+			if err := l.fault(FaultRenew); err != nil {
+				return crashError{err}
+			}
 		}
 		err := l.renew(ctx)
 		if err == nil {
