@@ -2,11 +2,9 @@ package projection
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,8 +18,6 @@ import (
 
 // StateBucket holds the aggregator's own state: its checkpoint and lease.
 const StateBucket = "ledger_state"
-
-const checkpointKey = "checkpoint"
 
 // ErrInvalidConfig is wrapped by every configuration error of New.
 var ErrInvalidConfig = errors.New("projection: invalid config")
@@ -90,6 +86,9 @@ type Config struct {
 	// (*Request).Apply. It is a seam for tests that replay a stream
 	// projected by a deliberately wrong version of the code.
 	Apply func(r *Request, ev *events.Attempt) bool
+	// Rules is the RulesVersion this aggregator applies; 0 is RulesVersion.
+	// It is a seam for tests of an older or newer build.
+	Rules int
 	// Faults, when set, is called at every write point of a batch, at the
 	// pause points (PausePoints) and before every lease renewal. An error
 	// it returns stops Run at once without any cleanup, as a crash would;
@@ -188,6 +187,9 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.Apply == nil {
 		cfg.Apply = (*Request).Apply
 	}
+	if cfg.Rules == 0 {
+		cfg.Rules = RulesVersion
+	}
 	cfg.Names = cfg.Names.orLive()
 	return &Aggregator{cfg: cfg, log: cfg.Logger}, nil
 }
@@ -227,7 +229,7 @@ func (a *Aggregator) Run(ctx context.Context) error {
 			return nil
 		case errors.As(err, &crash):
 			return err
-		case errors.Is(err, ErrInvariant):
+		case errors.Is(err, ErrInvariant), errors.Is(err, ErrRulesTooOld):
 			return err
 		case errors.Is(err, ErrYield):
 			a.log.Info("aggregator: standing by while a rebuild switches the ledger over")
@@ -294,13 +296,14 @@ func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Conf
 
 // lead holds the lease and runs batches until ctx ends or a batch fails.
 func (a *Aggregator) lead(ctx context.Context, res *resources) error {
-	l := &lease{kv: res.state, holder: a.cfg.InstanceID, ttl: a.cfg.LeaseTTL, now: a.cfg.Now, fault: a.cfg.Faults}
+	l := &lease{kv: res.state, holder: a.cfg.InstanceID, ttl: a.cfg.LeaseTTL, now: a.cfg.Now, rules: a.cfg.Rules, fault: a.cfg.Faults}
 	if err := l.acquire(ctx, a.cfg.LeaseTTL/4); err != nil {
 		return err
 	}
+	termID := l.rev
 	a.leading.Store(true)
 	defer a.leading.Store(false)
-	a.log.Info("aggregator: holding the lease", "instance", a.cfg.InstanceID)
+	a.log.Info("aggregator: holding the lease", "instance", a.cfg.InstanceID, "term", termID)
 
 	// The lease keeper and the batch loop share a context: whichever fails
 	// first stops the other.
@@ -314,7 +317,10 @@ func (a *Aggregator) lead(ctx context.Context, res *resources) error {
 			cancel(err)
 		}
 	}()
-	err := a.loop(ctx, runCtx, res)
+	t, err := beginTerm(runCtx, res, l, termID, a.cfg.Rules, a.log)
+	if err == nil {
+		err = a.loop(ctx, runCtx, res, t)
+	}
 	if a.cfg.Faults != nil {
 		_ = a.cfg.Faults(FaultTermEnd)
 	}
@@ -322,7 +328,7 @@ func (a *Aggregator) lead(ctx context.Context, res *resources) error {
 	if !errors.As(err, &crash) {
 		cancel(nil)
 		wg.Wait()
-		if ctx.Err() != nil || errors.Is(context.Cause(runCtx), ErrYield) {
+		if ctx.Err() != nil || errors.Is(context.Cause(runCtx), ErrYield) || errors.Is(err, ErrRulesTooOld) {
 			relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			l.release(relCtx)
 			relCancel()
@@ -338,34 +344,27 @@ func (a *Aggregator) lead(ctx context.Context, res *resources) error {
 	return err
 }
 
-// loop consumes the stream from the checkpoint and applies batches. ctx is
-// the caller's (its end is a graceful stop); runCtx also ends when the
-// lease is lost (then nothing more is written).
-func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
-	if a.cfg.Names == LiveNames() {
+// loop consumes the stream from the checkpoint and applies batches in
+// term t. ctx is the caller's (its end is a graceful stop); runCtx also
+// ends when the lease is lost (then nothing more is written).
+func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources, t *term) error {
+	if t.cp.Switch != nil {
 		// A rebuild's switch that was interrupted is finished first.
-		if err := completeSwitch(runCtx, a.cfg.JS, res, a.log, func(string, uint64, uint64) {}); err != nil {
+		if err := completeSwitch(runCtx, a.cfg.JS, res, t, a.log, nil); err != nil {
 			return err
 		}
 	}
-	cp, cpRev, err := readCheckpoint(runCtx, res.state)
-	if err != nil {
-		return err
-	}
-	rejectFloor, err := lastRejectedSeq(runCtx, res.rejected)
-	if err != nil {
-		return err
-	}
+	cp := t.cp.Seq
 	a.applied.Store(cp)
 	b := &batcher{
 		agg:         a,
 		res:         res,
-		cp:          cp,
-		cpRev:       cpRev,
+		term:        t,
 		prepared:    cp,
-		rejectFloor: rejectFloor,
+		rejectFloor: t.rejFloor,
 		cache:       newCache(a.cfg.CacheSize),
 	}
+	var err error
 	if b.absentReq, err = emptyFilter(runCtx, res.requests); err != nil {
 		return err
 	}
@@ -496,75 +495,18 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 // each).
 const absentKeys = 1_000_000
 
-// emptyFilter returns an absentFilter when the bucket holds no message at
-// all, else nil.
+// emptyFilter returns an absentFilter when the bucket holds no message
+// but the term's fence marker, else nil. The term's fence keeps every
+// other writer out, so a key the term has not written stays absent.
 func emptyFilter(ctx context.Context, b *bucket) (*absentFilter, error) {
 	info, err := b.stream.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("projection: reading %s: %w", b.kv.Bucket(), err)
 	}
-	if info.State.Msgs > 0 || info.State.LastSeq > 0 {
+	if info.State.Msgs > 1 {
 		return nil, nil
 	}
 	return newAbsentFilter(absentKeys), nil
-}
-
-// readCheckpoint returns the last committed stream sequence and its
-// revision.
-func readCheckpoint(ctx context.Context, state jetstream.KeyValue) (uint64, uint64, error) {
-	e, err := state.Get(ctx, checkpointKey)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, 0, nil
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("projection: reading checkpoint: %w", err)
-	}
-	var c checkpoint
-	if err := json.Unmarshal(e.Value(), &c); err != nil {
-		return 0, 0, fmt.Errorf("%w: checkpoint %q is not readable: %v", ErrInvariant, e.Value(), err)
-	}
-	return c.Seq, e.Revision(), nil
-}
-
-type checkpoint struct {
-	Seq uint64 `json:"seq"`
-}
-
-// ReadCheckpoint returns the stream sequence up to which the live
-// projection has applied every event (0 when nothing is applied yet).
-func ReadCheckpoint(ctx context.Context, js jetstream.JetStream) (uint64, error) {
-	state, err := js.KeyValue(ctx, StateBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	seq, _, err := readCheckpoint(ctx, state)
-	return seq, err
-}
-
-// lastRejectedSeq returns the original stream sequence of the last recorded
-// rejection (0 when none). Rejections are recorded in stream order by the
-// single lease holder, one at a time, so everything at or below it is
-// recorded and nothing above it is.
-func lastRejectedSeq(ctx context.Context, rejected jetstream.Stream) (uint64, error) {
-	info, err := rejected.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("projection: reading %s: %w", rejected.CachedInfo().Config.Name, err)
-	}
-	if info.State.Msgs == 0 {
-		return 0, nil
-	}
-	m, err := rejected.GetMsg(ctx, info.State.LastSeq)
-	if err != nil {
-		return 0, fmt.Errorf("projection: reading last rejection: %w", err)
-	}
-	seq, err := strconv.ParseUint(m.Header.Get(headerOriginalSeq), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w: last rejection %d has no readable %s header", ErrInvariant, info.State.LastSeq, headerOriginalSeq)
-	}
-	return seq, nil
 }
 
 // headerOriginalSeq carries the original stream sequence of a rejection.

@@ -40,8 +40,9 @@ type batcher struct {
 	inflight *job
 
 	// Owned by the committing goroutine (one at a time, each started
-	// after the previous one has ended).
-	cp, cpRev   uint64
+	// after the previous one has ended): the term's fences and checkpoint,
+	// and the last recorded rejection.
+	term        *term
 	rejectFloor uint64
 }
 
@@ -250,7 +251,11 @@ func (j *job) resolve() {
 // batch recovers from (see the package comment). It runs on its own
 // goroutine and touches only the job's puts and the batcher's commit
 // fields; on success every put holds its new revision.
+//
+// Every write is conditional on the term's fences, and none is sent once
+// the lease may have lapsed.
 func (b *batcher) commit(ctx context.Context, j *job) error {
+	t := b.term
 	if err := b.recordRejects(ctx, j.rejects); err != nil {
 		return err
 	}
@@ -260,24 +265,21 @@ func (b *batcher) commit(ctx context.Context, j *job) error {
 	if err := b.fault(FaultBeforeWrites); err != nil {
 		return err
 	}
-	if err := b.putHalves(ctx, b.res.requests, j.reqPuts, FaultMidRequests); err != nil {
+	if err := b.putHalves(ctx, b.res.requests, j.reqPuts, &t.reqLast, FaultMidRequests); err != nil {
 		return err
 	}
 	if err := b.fault(FaultBetweenBuckets); err != nil {
 		return err
 	}
-	if err := b.putHalves(ctx, b.res.sessions, j.sesPuts, FaultMidSessions); err != nil {
+	if err := b.putHalves(ctx, b.res.sessions, j.sesPuts, &t.sesLast, FaultMidSessions); err != nil {
 		return err
 	}
 	if err := b.fault(FaultBeforeCheckpoint); err != nil {
 		return err
 	}
-	cpData, _ := json.Marshal(checkpoint{Seq: j.q})
-	cpPut := []put{{key: checkpointKey, value: cpData, rev: b.cpRev}}
-	if err := b.res.stateW.putAll(ctx, cpPut); err != nil {
+	if err := t.writeCheckpoint(ctx, b.res.stateW, checkpoint{Seq: j.q}); err != nil {
 		return fmt.Errorf("projection: committing checkpoint %d: %w", j.q, err)
 	}
-	b.cp, b.cpRev = j.q, cpPut[0].rev
 	b.agg.applied.Store(j.q)
 	b.agg.stats.batches.Add(1)
 	b.agg.stats.events.Add(uint64(j.events))
@@ -317,23 +319,30 @@ func (b *batcher) fault(p FaultPoint) error {
 	return nil
 }
 
-// putHalves writes puts in one pipelined round; with a fault seam set, in
-// two halves with the seam between them.
-func (b *batcher) putHalves(ctx context.Context, bk *bucket, puts []put, mid FaultPoint) error {
+// putHalves writes puts in one pipelined round under the term's fence of
+// the bucket (last); with a fault seam set, in two halves with the seam
+// between them. Nothing is sent once the lease may have lapsed.
+func (b *batcher) putHalves(ctx context.Context, bk *bucket, puts []put, last *uint64, mid FaultPoint) error {
+	if err := b.term.valid(); err != nil {
+		return err
+	}
 	if b.agg.cfg.Faults == nil || len(puts) < 2 {
-		if err := bk.putAll(ctx, puts); err != nil {
+		if err := bk.putAll(ctx, puts, last); err != nil {
 			return err
 		}
 		return b.fault(mid)
 	}
 	h := len(puts) / 2
-	if err := bk.putAll(ctx, puts[:h]); err != nil {
+	if err := bk.putAll(ctx, puts[:h], last); err != nil {
 		return err
 	}
 	if err := b.fault(mid); err != nil {
 		return err
 	}
-	return bk.putAll(ctx, puts[h:])
+	if err := b.term.valid(); err != nil {
+		return err
+	}
+	return bk.putAll(ctx, puts[h:], last)
 }
 
 func (b *batcher) inflightRequest(key string) *reqWork {
@@ -455,15 +464,20 @@ func rejectionOf(seq uint64, subject string, data []byte, err error) rejection {
 }
 
 // recordRejects records each rejection once, in stream order, waiting for
-// each to be stored before the next so that lastRejectedSeq is exact.
+// each to be stored before the next so that lastRejection is exact. Each
+// expects the stream to end where the term knows it ends.
 func (b *batcher) recordRejects(ctx context.Context, rejects []rejection) error {
 	if len(rejects) == 0 {
 		return nil
 	}
 	slices.SortFunc(rejects, func(x, y rejection) int { return cmpUint(x.seq, y.seq) })
+	t := b.term
 	for i, r := range rejects {
 		if r.seq <= b.rejectFloor {
 			continue // recorded before a crash
+		}
+		if err := t.valid(); err != nil {
+			return err
 		}
 		m := nats.NewMsg(b.res.names.RejectedPrefix + string(r.reason) + "." + strconv.FormatUint(r.seq, 10))
 		m.Data = r.data
@@ -471,10 +485,11 @@ func (b *batcher) recordRejects(ctx context.Context, rejects []rejection) error 
 		m.Header.Set(events.HeaderRejectDetail, oneLine(r.detail))
 		m.Header.Set(events.HeaderOriginalSubject, r.subject)
 		m.Header.Set(headerOriginalSeq, strconv.FormatUint(r.seq, 10))
-		m.Header.Set(nats.MsgIdHdr, "rejected-"+strconv.FormatUint(r.seq, 10))
-		if _, err := b.agg.cfg.JS.PublishMsg(ctx, m); err != nil {
+		ack, err := b.agg.cfg.JS.PublishMsg(ctx, m, jetstream.WithExpectLastSequence(t.rejLast))
+		if err != nil {
 			return fmt.Errorf("projection: recording rejection of sequence %d: %w", r.seq, err)
 		}
+		t.rejLast = ack.Sequence
 		b.rejectFloor = r.seq
 		b.agg.stats.rejected.Add(1)
 		b.agg.log.Warn("aggregator: rejected event", "seq", r.seq, "reason", r.reason, "detail", r.detail)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,20 +29,31 @@ var ErrYield = errors.New("projection: stepped aside for a rebuild")
 type leaseValue struct {
 	Holder string        `json:"holder"`
 	TTL    time.Duration `json:"ttl_ns"`
+	// Rules is the holder's RulesVersion, for operators.
+	Rules int `json:"rules,omitempty"`
 }
 
 // lease makes one aggregator instance the single writer of the projection.
-// The holder renews it (a compare-and-set rewrite) every TTL/3. A standby
-// takes it over when it has seen the same revision for longer than the TTL
-// on its own clock, so no two machines' clocks are compared. The lease
-// alone is not a fence: every projection write is compare-and-set as well,
-// so a paused former holder fails on its first write after a takeover.
+// The holder renews it (a compare-and-set rewrite, which must answer
+// within TTL/3) every TTL/3. A standby takes it over when it has seen the
+// same revision for longer than the TTL on its own clock, so no two
+// machines' clocks are compared: a takeover comes at least a TTL after
+// the holder sent its last successful renewal. The holder counts its
+// lease as good for two thirds of that (valid), and sends no write
+// outside it. The lease alone is not a fence, since a process can stop
+// between its check and its write: the fence is the term (see term.go).
 type lease struct {
 	kv     jetstream.KeyValue
+	key    string // leaseKey when empty
 	holder string
 	ttl    time.Duration
 	now    func() time.Time
+	rules  int
 	rev    uint64
+	// okAt is when the last successful acquisition or renewal was sent;
+	// the keeper writes it while the writer reads it.
+	mu   sync.Mutex
+	okAt time.Time
 	// fault is Config.Faults (nil in production): called before every
 	// renewal, so a test can freeze the renewals with the batch.
 	fault func(FaultPoint) error
@@ -49,14 +61,17 @@ type lease struct {
 
 // acquire blocks until this instance holds the lease or ctx ends.
 func (l *lease) acquire(ctx context.Context, poll time.Duration) error {
-	val, err := json.Marshal(leaseValue{Holder: l.holder, TTL: l.ttl})
+	val, err := json.Marshal(leaseValue{Holder: l.holder, TTL: l.ttl, Rules: l.rules})
 	if err != nil {
 		return err
 	}
 	var seenRev, yieldRev uint64
 	var seenAt, yieldAt time.Time
 	for {
-		wait, err := l.yieldPending(ctx, &yieldRev, &yieldAt)
+		wait, err := false, error(nil)
+		if l.name() == leaseKey {
+			wait, err = l.yieldPending(ctx, &yieldRev, &yieldAt)
+		}
 		if err != nil {
 			return err
 		}
@@ -64,14 +79,15 @@ func (l *lease) acquire(ctx context.Context, poll time.Duration) error {
 		if wait {
 			err = errWaitForYield
 		} else {
-			e, err = l.kv.Get(ctx, leaseKey)
+			e, err = l.kv.Get(ctx, l.name())
 		}
 		switch {
 		case errors.Is(err, errWaitForYield):
 		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
-			rev, cerr := l.kv.Create(ctx, leaseKey, val)
+			sent := l.now()
+			rev, cerr := l.kv.Create(ctx, l.name(), val)
 			if cerr == nil {
-				l.rev = rev
+				l.held(rev, sent)
 				return nil
 			}
 			if !errors.Is(cerr, jetstream.ErrKeyExists) {
@@ -94,9 +110,10 @@ func (l *lease) acquire(ctx context.Context, poll time.Duration) error {
 				ttl = l.ttl
 			}
 			if cur.Holder == l.holder || now.Sub(seenAt) > ttl {
-				rev, uerr := l.kv.Update(ctx, leaseKey, val, e.Revision())
+				sent := l.now()
+				rev, uerr := l.kv.Update(ctx, l.name(), val, e.Revision())
 				if uerr == nil {
-					l.rev = rev
+					l.held(rev, sent)
 					return nil
 				}
 				if !errors.Is(uerr, jetstream.ErrKeyExists) {
@@ -154,19 +171,55 @@ func (l *lease) yieldRequested(ctx context.Context) bool {
 }
 
 // renew rewrites the lease; ErrLeaseLost when someone else changed it.
+// It gives up after TTL/3, so that a hung request cannot outlast the
+// lease.
 func (l *lease) renew(ctx context.Context) error {
-	val, err := json.Marshal(leaseValue{Holder: l.holder, TTL: l.ttl})
+	val, err := json.Marshal(leaseValue{Holder: l.holder, TTL: l.ttl, Rules: l.rules})
 	if err != nil {
 		return err
 	}
-	rev, err := l.kv.Update(ctx, leaseKey, val, l.rev)
+	ctx, cancel := context.WithTimeout(ctx, l.ttl/3)
+	defer cancel()
+	sent := l.now()
+	rev, err := l.kv.Update(ctx, l.name(), val, l.rev)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) {
 			return ErrLeaseLost
 		}
 		return fmt.Errorf("projection: renewing lease: %w", err)
 	}
-	l.rev = rev
+	l.held(rev, sent)
+	return nil
+}
+
+// held records a successful acquisition or renewal sent at sent.
+func (l *lease) held(rev uint64, sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rev, l.okAt = rev, sent
+}
+
+func (l *lease) name() string {
+	if l.key == "" {
+		return leaseKey
+	}
+	return l.key
+}
+
+// validFor is how long after sending its last successful renewal the
+// holder counts its lease as good: two thirds of the TTL, the rest being
+// the margin for the two clocks' rates and for scheduling.
+func (l *lease) validFor() time.Duration { return l.ttl * 2 / 3 }
+
+// valid returns ErrLeaseLost when the lease may have lapsed: no write may
+// be sent then.
+func (l *lease) valid() error {
+	l.mu.Lock()
+	okAt := l.okAt
+	l.mu.Unlock()
+	if d := l.now().Sub(okAt); d >= l.validFor() {
+		return fmt.Errorf("%w: not renewed for %s", ErrLeaseLost, d.Round(time.Millisecond))
+	}
 	return nil
 }
 
@@ -177,7 +230,6 @@ func (l *lease) keep(ctx context.Context) error {
 	every := l.ttl / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
-	lastOK := l.now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -191,8 +243,7 @@ func (l *lease) keep(ctx context.Context) error {
 		}
 		err := l.renew(ctx)
 		if err == nil {
-			lastOK = l.now()
-			if l.yieldRequested(ctx) {
+			if l.name() == leaseKey && l.yieldRequested(ctx) {
 				return ErrYield
 			}
 			continue
@@ -202,13 +253,75 @@ func (l *lease) keep(ctx context.Context) error {
 		}
 		// A transient failure: keep trying while the lease cannot have
 		// expired for the others yet.
-		if l.now().Sub(lastOK) > l.ttl*2/3 {
-			return fmt.Errorf("%w: could not renew for %s: %v", ErrLeaseLost, l.now().Sub(lastOK).Round(time.Millisecond), err)
+		if verr := l.valid(); verr != nil {
+			return fmt.Errorf("%w (last error: %v)", verr, err)
 		}
 	}
 }
 
 // release deletes the lease so a standby can take over at once.
 func (l *lease) release(ctx context.Context) {
-	_ = l.kv.Delete(ctx, leaseKey, jetstream.LastRevision(l.rev))
+	_ = l.kv.Delete(ctx, l.name(), jetstream.LastRevision(l.rev))
+}
+
+// errHeld means claim found the lease held by a live holder.
+var errHeld = errors.New("held by a live holder")
+
+// claim takes the lease when it is free, or stale (not renewed for longer
+// than the TTL on this clock). When its holder renews it meanwhile, it is
+// alive and claim returns errHeld at once, naming the holder; so claim
+// answers within a renewal interval when the holder is alive, and within
+// a TTL when it died.
+func (l *lease) claim(ctx context.Context, poll time.Duration) error {
+	val, err := json.Marshal(leaseValue{Holder: l.holder, TTL: l.ttl, Rules: l.rules})
+	if err != nil {
+		return err
+	}
+	var seenRev uint64
+	var seenAt time.Time
+	for {
+		e, err := l.kv.Get(ctx, l.name())
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+			sent := l.now()
+			rev, cerr := l.kv.Create(ctx, l.name(), val)
+			if cerr == nil {
+				l.held(rev, sent)
+				return nil
+			}
+			if !errors.Is(cerr, jetstream.ErrKeyExists) {
+				return fmt.Errorf("projection: creating %s: %w", l.name(), cerr)
+			}
+		case err != nil:
+			return fmt.Errorf("projection: reading %s: %w", l.name(), err)
+		default:
+			var cur leaseValue
+			_ = json.Unmarshal(e.Value(), &cur) // a garbled value is a foreign holder's
+			now := l.now()
+			switch {
+			case seenRev == 0:
+				seenRev, seenAt = e.Revision(), now
+			case e.Revision() != seenRev:
+				return fmt.Errorf("%w: %s holds %s and renews it", errHeld, cur.Holder, l.name())
+			case now.Sub(seenAt) > l.ttl:
+				sent := now
+				rev, uerr := l.kv.Update(ctx, l.name(), val, e.Revision())
+				if uerr == nil {
+					l.held(rev, sent)
+					return nil
+				}
+				if !errors.Is(uerr, jetstream.ErrKeyExists) {
+					return fmt.Errorf("projection: taking over %s: %w", l.name(), uerr)
+				}
+				seenRev = 0
+			}
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }

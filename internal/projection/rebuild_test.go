@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
@@ -61,9 +60,14 @@ func TestRebuildWhileLiveAndPublishing(t *testing.T) {
 	require.Eventually(t, live.agg.Leading, 5*time.Second, 5*time.Millisecond, "the live aggregator resumes")
 	e.requireLedger(buildModel(wireStored(ws)))
 
-	// The scratch copy is gone.
-	_, err := e.js.KeyValue(ctx, ScratchNames().Requests)
-	require.Error(t, err)
+	// The scratch copy is emptied.
+	for _, name := range []string{"KV_" + ScratchNames().Requests, "KV_" + ScratchNames().Sessions, ScratchNames().Rejected} {
+		s, err := e.js.Stream(ctx, name)
+		require.NoError(t, err)
+		info, err := s.Info(ctx)
+		require.NoError(t, err)
+		require.Zero(t, info.State.Msgs, name)
+	}
 }
 
 // A rebuild interrupted at any point — while projecting, while catching up
@@ -121,11 +125,9 @@ func TestRebuildInterrupted(t *testing.T) {
 			}
 			// A switch left half done is finished by whoever holds the lease
 			// next; then the live aggregator serves again.
-			state, err := e.js.KeyValue(context.Background(), StateBucket)
-			require.NoError(t, err)
 			require.Eventually(t, func() bool {
-				_, err := state.Get(context.Background(), switchKey)
-				return live.agg.Leading() && errors.Is(err, jetstream.ErrKeyNotFound)
+				switching, err := Switching(context.Background(), e.js)
+				return live.agg.Leading() && err == nil && !switching
 			}, 10*time.Second, 5*time.Millisecond)
 			e.waitCheckpoint(e.lastSeq())
 			if tc.untouched && !tc.restart {

@@ -22,6 +22,7 @@ type put struct {
 	key   string
 	value []byte
 	rev   uint64 // expected revision; replaced by the new one once acked
+	del   bool   // a delete marker instead of a value
 }
 
 // bucket reads and writes one KV bucket. Reads are batched direct gets; writes are
@@ -47,13 +48,21 @@ func newBucket(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValu
 // failure some puts may have landed and others not; the caller treats the
 // batch as failed and starts again from its checkpoint.
 //
+// When last is not nil, every put also expects the bucket's stream to end
+// at *last plus the puts before it (a term's fence, see term.go): a write
+// by anyone else since makes this put and every later one fail. On
+// success *last is the new last sequence.
+//
 // It publishes on the core connection with its own reply subscription
 // rather than through the JetStream client's asynchronous publisher: one
 // reused message, no future per write, and acknowledgements read without
 // encoding/json (which was a tenth of the aggregator's CPU).
-func (b *bucket) putAll(ctx context.Context, puts []put) error {
+func (b *bucket) putAll(ctx context.Context, puts []put, last *uint64) error {
 	if len(puts) == 0 {
 		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("projection: writing %s: %w", b.kv.Bucket(), err)
 	}
 	nc := b.js.Conn()
 	inbox := nc.NewRespInbox() + "."
@@ -64,6 +73,9 @@ func (b *bucket) putAll(ctx context.Context, puts []put) error {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	m := &nats.Msg{Header: nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{""}}}
+	if last != nil {
+		m.Header[jetstream.ExpectedLastSeqHeader] = []string{""}
+	}
 	reply := make([]byte, 0, len(inbox)+8)
 	subj := make([]byte, 0, len(b.prefix)+64)
 	for i := range puts {
@@ -71,6 +83,14 @@ func (b *bucket) putAll(ctx context.Context, puts []put) error {
 		reply = strconv.AppendInt(append(reply[:0], inbox...), int64(i), 36)
 		m.Subject, m.Reply, m.Data = string(subj), string(reply), puts[i].value
 		m.Header[jetstream.ExpectedLastSubjSeqHeader][0] = strconv.FormatUint(puts[i].rev, 10)
+		if last != nil {
+			m.Header[jetstream.ExpectedLastSeqHeader][0] = strconv.FormatUint(*last+uint64(i), 10)
+		}
+		if puts[i].del {
+			m.Header[kvOperationHeader] = []string{"DEL"}
+		} else {
+			delete(m.Header, kvOperationHeader)
+		}
 		if err := nc.PublishMsg(m); err != nil {
 			return fmt.Errorf("projection: writing %s/%s: %w", b.kv.Bucket(), puts[i].key, err)
 		}
@@ -96,7 +116,23 @@ func (b *bucket) putAll(ctx context.Context, puts []put) error {
 		}
 		puts[i].rev = seq
 	}
+	if first == nil && last != nil {
+		*last += uint64(len(puts))
+		if got := puts[len(puts)-1].rev; got != *last {
+			return fmt.Errorf("%w: %s ends at %d after this term's writes, want %d", ErrInvariant, b.kv.Bucket(), got, *last)
+		}
+	}
 	return first
+}
+
+// putOne writes one key with compare-and-set on rev (0: absent) and
+// returns its new revision.
+func (b *bucket) putOne(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	p := []put{{key: key, value: value, rev: rev}}
+	if err := b.putAll(ctx, p, nil); err != nil {
+		return 0, err
+	}
+	return p[0].rev, nil
 }
 
 // parseAck returns the stream sequence of a JetStream publish

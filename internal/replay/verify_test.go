@@ -217,7 +217,15 @@ func TestVerifyRefuses(t *testing.T) {
 		project(t, js, nil)
 		state, err := js.KeyValue(ctx, projection.StateBucket)
 		require.NoError(t, err)
-		_, err = state.Put(ctx, "switch", []byte(`{"checkpoint":1}`)) // the rebuild's switch record
+		// A rebuild's switch recorded in the live checkpoint.
+		e, err := state.Get(ctx, "checkpoint")
+		require.NoError(t, err)
+		var cp map[string]any
+		require.NoError(t, json.Unmarshal(e.Value(), &cp))
+		cp["switch"] = map[string]any{"checkpoint": 1}
+		data, err := json.Marshal(cp)
+		require.NoError(t, err)
+		_, err = state.Update(ctx, "checkpoint", data, e.Revision())
 		require.NoError(t, err)
 		_, err = Verify(ctx, js, Options{})
 		require.ErrorIs(t, err, ErrSwitching)

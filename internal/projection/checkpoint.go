@@ -1,0 +1,118 @@
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// checkpointKey, in the state bucket, is the writer's commit point: the
+// stream sequence up to which every event is applied, the lease term that
+// wrote it, the rules of the ledger, and a rebuild's switch while one is
+// in progress. Every write of it is compare-and-set on the revision the
+// writer holds, and a new term starts by rewriting it, so it is also the
+// fence of the state bucket (see the package comment).
+const checkpointKey = "checkpoint"
+
+// checkpoint is the value of checkpointKey.
+type checkpoint struct {
+	Seq uint64 `json:"seq"`
+	// Term is the lease revision of the term that last wrote it.
+	Term uint64 `json:"term,omitempty"`
+	// Rules is the RulesVersion of the ledger: the newest rules that have
+	// written it (0: written before rules were versioned).
+	Rules int `json:"rules,omitempty"`
+	// Switch is a rebuild's switch in progress, if any.
+	Switch *switchRecord `json:"switch,omitempty"`
+}
+
+// switchRecord is a switch of the live ledger to a rebuilt one: the
+// scratch projection at Checkpoint is copied over the live ledger.
+// Whoever holds the live lease next finishes the copy before anything
+// else, from the intact scratch copy; the counts let it check that the
+// scratch copy is intact before it copies anything.
+type switchRecord struct {
+	Checkpoint uint64 `json:"checkpoint"`
+	Scratch    Names  `json:"scratch"`
+	// Rules is the RulesVersion of the rebuild; the ledger has it once the
+	// switch is done.
+	Rules int `json:"rules,omitempty"`
+	// Messages in the scratch buckets' and rejection stream's streams when
+	// the switch was recorded (the scratch projection had stopped).
+	Requests uint64 `json:"requests_msgs"`
+	Sessions uint64 `json:"sessions_msgs"`
+	Rejected uint64 `json:"rejected_msgs"`
+}
+
+// ledgerRules is the rules version a writer must have to write the
+// ledger: the checkpoint's, or a pending switch's if newer.
+func (c *checkpoint) ledgerRules() int {
+	r := c.Rules
+	if c.Switch != nil {
+		r = max(r, c.Switch.Rules)
+	}
+	return r
+}
+
+// readCheckpoint returns the stored checkpoint and its revision (a zero
+// checkpoint and revision 0 when there is none).
+func readCheckpoint(ctx context.Context, state jetstream.KeyValue) (checkpoint, uint64, error) {
+	e, err := state.Get(ctx, checkpointKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return checkpoint{}, 0, nil
+	}
+	if err != nil {
+		return checkpoint{}, 0, fmt.Errorf("projection: reading checkpoint: %w", err)
+	}
+	var c checkpoint
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		return checkpoint{}, 0, fmt.Errorf("%w: checkpoint %q is not readable: %v", ErrInvariant, e.Value(), err)
+	}
+	return c, e.Revision(), nil
+}
+
+// ReadCheckpoint returns the stream sequence up to which the live
+// projection has applied every event (0 when nothing is applied yet).
+func ReadCheckpoint(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+	c, err := readLiveCheckpoint(ctx, js)
+	return c.Seq, err
+}
+
+func readLiveCheckpoint(ctx context.Context, js jetstream.JetStream) (checkpoint, error) {
+	state, err := js.KeyValue(ctx, StateBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return checkpoint{}, nil
+	}
+	if err != nil {
+		return checkpoint{}, fmt.Errorf("projection: opening %s: %w", StateBucket, err)
+	}
+	c, _, err := readCheckpoint(ctx, state)
+	return c, err
+}
+
+// Switching reports whether a rebuild's switch of the live ledger is in
+// progress (or was interrupted and not yet completed).
+func Switching(ctx context.Context, js jetstream.JetStream) (bool, error) {
+	c, err := readLiveCheckpoint(ctx, js)
+	return c.Switch != nil, err
+}
+
+// LedgerRules returns the rules version of the live ledger (0 when it was
+// written before rules were versioned, or is empty).
+func LedgerRules(ctx context.Context, js jetstream.JetStream) (int, error) {
+	c, err := readLiveCheckpoint(ctx, js)
+	return c.ledgerRules(), err
+}
+
+// mustJSON encodes a value of this package's own types, which always
+// encode.
+func mustJSON(v any) []byte {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("projection: encoding %T: %v", v, err))
+	}
+	return data
+}

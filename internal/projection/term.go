@@ -1,0 +1,147 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrRulesTooOld means the ledger was written by newer projection rules
+// than this build applies (RulesVersion): the aggregator refuses to write
+// it.
+var ErrRulesTooOld = errors.New("projection: the ledger's rules are newer than this build's")
+
+// fenceKey is the key of the fence marker in each record bucket: not a
+// valid request or session ID (it has a dot), written as a delete marker
+// so that KV readers never list it.
+const fenceKey = "ledger.fence"
+
+// headerTerm names the term on a fence marker.
+const headerTerm = "Ledger-Term"
+
+// term is one lease term of a writer: the lease, and the fences it raised
+// when it began. Every write of the term is conditional on the fences
+// (see the package comment): a record write expects the last sequence of
+// its bucket's stream to be the one the term knows, a rejection expects
+// the rejection stream's, and the checkpoint is compare-and-set on the
+// revision the term wrote. Whoever writes after a newer term began fails.
+// One term has one writer at a time.
+type term struct {
+	lease *lease
+	id    uint64 // the lease revision the term began with
+	rules int    // the writer's RulesVersion
+	cp    checkpoint
+	cpRev uint64
+	// The last sequence of each stream the term writes, as the term knows
+	// it: its own writes are the only ones since it began.
+	reqLast, sesLast, rejLast uint64
+	// rejFloor is the original sequence of the last recorded rejection
+	// when the term began.
+	rejFloor uint64
+}
+
+// beginTerm raises the fences of a new term of the lease holder l: it
+// rewrites the checkpoint with the term (so an older term's checkpoint
+// write fails), writes a fence marker into each record bucket (so an older
+// term's record writes fail) and reads the rejection stream's last
+// sequence. It refuses a ledger whose rules are newer than rules.
+func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules int, log *slog.Logger) (*term, error) {
+	t := &term{lease: l, id: id, rules: rules}
+	cp, rev, err := readCheckpoint(ctx, res.state)
+	if err != nil {
+		return nil, err
+	}
+	if r := cp.ledgerRules(); r > rules {
+		return nil, fmt.Errorf("%w: %s was written by rules version %d and this aggregator applies version %d; upgrade this aggregator (it will not write)",
+			ErrRulesTooOld, res.names.Requests, r, rules)
+	}
+	if cp.Rules < rules && (cp.Seq > 0 || cp.Switch != nil) {
+		log.Warn("aggregator: the ledger moves to newer projection rules; records written before keep the old ones until a rebuild",
+			"ledger_rules", cp.Rules, "rules", rules)
+	}
+	cp.Term, cp.Rules = t.id, max(cp.Rules, rules)
+	if t.cpRev, err = res.stateW.putOne(ctx, checkpointKey, mustJSON(cp), rev); err != nil {
+		return nil, fmt.Errorf("projection: beginning term %d: %w", t.id, err)
+	}
+	t.cp = cp
+	if t.reqLast, err = res.requests.fence(ctx, t.id); err != nil {
+		return nil, err
+	}
+	if t.sesLast, err = res.sessions.fence(ctx, t.id); err != nil {
+		return nil, err
+	}
+	if t.rejLast, t.rejFloor, err = lastRejection(ctx, res.rejected); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// lastRejection returns the rejection stream's last sequence and the
+// original stream sequence of the last recorded rejection (0 when none).
+// Rejections are recorded in stream order, each once (see recordRejects),
+// so everything at or below the floor is recorded and nothing above it is.
+func lastRejection(ctx context.Context, rejected jetstream.Stream) (last, floor uint64, err error) {
+	name := rejected.CachedInfo().Config.Name
+	info, err := rejected.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("projection: reading %s: %w", name, err)
+	}
+	if info.State.Msgs == 0 {
+		return info.State.LastSeq, 0, nil
+	}
+	m, err := rejected.GetMsg(ctx, info.State.LastSeq)
+	if err != nil {
+		return 0, 0, fmt.Errorf("projection: reading the last rejection of %s: %w", name, err)
+	}
+	floor, err = strconv.ParseUint(m.Header.Get(headerOriginalSeq), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: the last rejection of %s (%d) has no readable %s header", ErrInvariant, name, info.State.LastSeq, headerOriginalSeq)
+	}
+	return info.State.LastSeq, floor, nil
+}
+
+// valid returns an error when no write may be sent: the lease may have
+// lapsed.
+func (t *term) valid() error { return t.lease.valid() }
+
+// writeCheckpoint commits cp, compare-and-set on the revision this term
+// last wrote.
+func (t *term) writeCheckpoint(ctx context.Context, state *bucket, cp checkpoint) error {
+	if err := t.valid(); err != nil {
+		return err
+	}
+	cp.Term, cp.Rules = t.id, t.rules
+	rev, err := state.putOne(ctx, checkpointKey, mustJSON(cp), t.cpRev)
+	if err != nil {
+		return err
+	}
+	t.cp, t.cpRev = cp, rev
+	return nil
+}
+
+// fence writes the fence marker of a term into the bucket and returns the
+// stream sequence it got: from then on, a write that expects an earlier
+// last sequence fails.
+func (b *bucket) fence(ctx context.Context, term uint64) (uint64, error) {
+	m := nats.NewMsg(b.prefix + fenceKey)
+	m.Header.Set(kvOperationHeader, "DEL")
+	m.Header.Set(headerTerm, strconv.FormatUint(term, 10))
+	ack, err := b.js.PublishMsg(ctx, m)
+	if err != nil {
+		return 0, fmt.Errorf("projection: fencing %s for term %d: %w", b.kv.Bucket(), term, err)
+	}
+	return ack.Sequence, nil
+}
+
+// kvOperationHeader marks a KV delete or purge.
+const kvOperationHeader = "KV-Operation"
+
+// rejectPublishOpts are the conditions of a rejection's publish in term t.
+func (t *term) rejectPublishOpts() []jetstream.PublishOpt {
+	return []jetstream.PublishOpt{jetstream.WithExpectLastSequence(t.rejLast)}
+}
