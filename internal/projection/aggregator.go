@@ -127,9 +127,35 @@ const (
 	FaultTermEnd      FaultPoint = "term-end"      // the batches of a lease term have stopped
 )
 
+// The points of a rebuild's switch (besides the lease renewals).
+const (
+	FaultSwitchRecorded   FaultPoint = "switch-recorded"   // the switch is recorded, nothing copied yet
+	FaultSwitchCopy       FaultPoint = "switch-copy"       // after each chunk of records copied
+	FaultSwitchRejections FaultPoint = "switch-rejections" // the live rejections are purged, the new ones not yet written
+	FaultSwitchCheckpoint FaultPoint = "switch-checkpoint" // everything is copied but the checkpoint
+)
+
+// SwitchPoints lists the points of a switch where the pause tests freeze
+// a rebuild.
+var SwitchPoints = []FaultPoint{FaultSwitchRecorded, FaultSwitchCopy, FaultSwitchRejections, FaultSwitchCheckpoint}
+
 // PausePoints lists the points of a batch where the pause tests freeze a
 // holder.
 var PausePoints = []FaultPoint{FaultAfterRead, FaultAfterLoad, FaultBetweenBuckets, FaultBeforeCheckpoint, FaultNextPrepared}
+
+// seam is Config.Faults; nil in production.
+type seam func(FaultPoint) error
+
+// hit calls the seam at p; an error it returns is a crash.
+func (s seam) hit(p FaultPoint) error {
+	if s == nil {
+		return nil
+	}
+	if err := s(p); err != nil {
+		return crashError{err}
+	}
+	return nil
+}
 
 // crashError marks an error returned by Config.Faults.
 type crashError struct{ err error }
@@ -321,9 +347,7 @@ func (a *Aggregator) lead(ctx context.Context, res *resources) error {
 	if err == nil {
 		err = a.loop(ctx, runCtx, res, t)
 	}
-	if a.cfg.Faults != nil {
-		_ = a.cfg.Faults(FaultTermEnd)
-	}
+	_ = seam(a.cfg.Faults).hit(FaultTermEnd)
 	var crash crashError
 	if !errors.As(err, &crash) {
 		cancel(nil)

@@ -309,15 +309,7 @@ func (b *batcher) finish(j *job) {
 	}
 }
 
-func (b *batcher) fault(p FaultPoint) error {
-	if b.agg.cfg.Faults == nil {
-		return nil
-	}
-	if err := b.agg.cfg.Faults(p); err != nil {
-		return crashError{err}
-	}
-	return nil
-}
+func (b *batcher) fault(p FaultPoint) error { return seam(b.agg.cfg.Faults).hit(p) }
 
 // putHalves writes puts in one pipelined round under the term's fence of
 // the bucket (last); with a fault seam set, in two halves with the seam

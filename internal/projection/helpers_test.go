@@ -149,12 +149,26 @@ func (e *env) start(cfg Config) *running {
 func (r *running) stop(t testing.TB) error {
 	t.Helper()
 	r.cancel()
+	return waitDone(t, r.done, "the aggregator")
+}
+
+// waitStopped waits until a running aggregator's Run returns by itself,
+// and returns its error.
+func (r *running) waitStopped(t testing.TB) error {
+	t.Helper()
+	return waitDone(t, r.done, "the aggregator")
+}
+
+// waitDone returns the error done delivers within a minute, and puts it
+// back for the cleanup that waits on done too.
+func waitDone(t testing.TB, done chan error, what string) error {
+	t.Helper()
 	select {
-	case err := <-r.done:
-		r.done <- err // for the cleanup
+	case err := <-done:
+		done <- err
 		return err
-	case <-time.After(30 * time.Second):
-		t.Fatal("aggregator did not stop within 30s")
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not stop within a minute", what)
 		return nil
 	}
 }

@@ -236,10 +236,8 @@ func (l *lease) keep(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if l.fault != nil {
-			if err := l.fault(FaultRenew); err != nil {
-				return crashError{err}
-			}
+		if err := seam(l.fault).hit(FaultRenew); err != nil {
+			return err
 		}
 		err := l.renew(ctx)
 		if err == nil {

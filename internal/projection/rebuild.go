@@ -32,6 +32,12 @@ type RebuildConfig struct {
 	// Rules is the RulesVersion of the code doing the rebuild; 0 is
 	// RulesVersion. A seam for tests.
 	Rules int
+	// Now is the clock of the rebuild's leases. Default time.Now.
+	Now func() time.Time
+	// Faults is a test seam, as Config.Faults: called at the points of the
+	// switch (SwitchPoints), before every renewal of the rebuild's leases,
+	// and by the scratch projection.
+	Faults func(FaultPoint) error
 }
 
 // ErrRebuildRunning means another rebuild is running: there is one at a
@@ -87,6 +93,9 @@ func Rebuild(ctx context.Context, cfg RebuildConfig) error {
 	if cfg.Rules == 0 {
 		cfg.Rules = RulesVersion
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	live, err := openResources(ctx, cfg.JS, cfg.Topology, LiveNames())
 	if err != nil {
 		return err
@@ -95,12 +104,20 @@ func Rebuild(ctx context.Context, cfg RebuildConfig) error {
 		return err
 	}
 	r := &rebuild{cfg: cfg, live: live, id: "rebuild-" + ulid.Make().String()}
-	release, err := r.claim(ctx)
+	// Losing the claim (paused past its TTL, another rebuild took it)
+	// stops this one.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	release, err := r.claim(ctx, cancel)
 	if err != nil {
 		return err
 	}
 	defer release()
-	return r.run(ctx)
+	err = r.run(ctx)
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = fmt.Errorf("%w (%v)", cause, err)
+	}
+	return err
 }
 
 // rebuild is one run of Rebuild.
@@ -123,9 +140,10 @@ func checkWholeStream(ctx context.Context, stream jetstream.Stream) error {
 	return nil
 }
 
-// claim takes the rebuild claim and keeps it renewed until release.
-func (r *rebuild) claim(ctx context.Context) (release func(), err error) {
-	c := &lease{kv: r.live.state, key: rebuildKey, holder: r.id, ttl: r.cfg.LeaseTTL, now: time.Now, rules: r.cfg.Rules}
+// claim takes the rebuild claim and keeps it renewed until release; if it
+// is lost meanwhile, lost is called.
+func (r *rebuild) claim(ctx context.Context, lost context.CancelCauseFunc) (release func(), err error) {
+	c := &lease{kv: r.live.state, key: rebuildKey, holder: r.id, ttl: r.cfg.LeaseTTL, now: r.cfg.Now, rules: r.cfg.Rules, fault: r.cfg.Faults}
 	if err := c.claim(ctx, r.cfg.LeaseTTL/10); err != nil {
 		if errors.Is(err, errHeld) {
 			return nil, fmt.Errorf("%w (%v); wait for it to finish, or, if it died, its claim lapses %s after its last renewal",
@@ -138,7 +156,7 @@ func (r *rebuild) claim(ctx context.Context) (release func(), err error) {
 	go func() {
 		defer close(done)
 		if err := c.keep(kctx); err != nil && kctx.Err() == nil {
-			r.cfg.Logger.Warn("rebuild: lost the rebuild claim", "err", err)
+			lost(fmt.Errorf("projection: this rebuild lost its claim: %w", err))
 		}
 	}()
 	return func() {
@@ -169,7 +187,8 @@ func (r *rebuild) run(ctx context.Context) error {
 		return err
 	}
 	scratch, err := New(Config{JS: r.cfg.JS, Topology: r.cfg.Topology, Names: ScratchNames(), Apply: r.cfg.Apply,
-		BatchSize: r.cfg.BatchSize, InstanceID: r.id, LeaseTTL: r.cfg.LeaseTTL, Logger: r.cfg.Logger, Rules: r.cfg.Rules})
+		BatchSize: r.cfg.BatchSize, InstanceID: r.id, LeaseTTL: r.cfg.LeaseTTL, Logger: r.cfg.Logger, Rules: r.cfg.Rules,
+		Now: r.cfg.Now, Faults: r.cfg.Faults})
 	if err != nil {
 		return err
 	}
@@ -227,7 +246,7 @@ func (r *rebuild) holdAndSwitch(ctx context.Context, finish func() (uint64, erro
 		return err
 	}
 	defer stopYield()
-	l := &lease{kv: r.live.state, holder: r.id, ttl: r.cfg.LeaseTTL, now: time.Now, rules: r.cfg.Rules}
+	l := &lease{kv: r.live.state, holder: r.id, ttl: r.cfg.LeaseTTL, now: r.cfg.Now, rules: r.cfg.Rules, fault: r.cfg.Faults}
 	r.cfg.Logger.Info("rebuild: waiting for the live aggregator to step aside")
 	if err := l.acquire(ctx, l.ttl/10); err != nil {
 		return err
@@ -260,7 +279,9 @@ func (r *rebuild) holdAndSwitch(ctx context.Context, finish func() (uint64, erro
 			return err
 		}
 	}
-	if err := completeSwitch(kctx, r.cfg.JS, r.live, t, r.cfg.Logger, r.cfg.Progress); err != nil {
+	err = completeSwitch(kctx, r.cfg.JS, r.live, t, r.cfg.Logger, r.cfg.Progress)
+	_ = seam(r.cfg.Faults).hit(FaultTermEnd)
+	if err != nil {
 		// The switch stays recorded: whoever holds the lease next finishes it.
 		stop(false)
 		return err
@@ -289,6 +310,9 @@ func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 			case <-yctx.Done():
 				return
 			case <-t.C:
+				if seam(r.cfg.Faults).hit(FaultRenew) != nil {
+					return
+				}
 				_, _ = state.Put(yctx, yieldKey, yval)
 			}
 		}

@@ -40,7 +40,7 @@ func (r *rebuild) recordSwitch(ctx context.Context, t *term, finish func() (uint
 	if err := t.writeCheckpoint(ctx, r.live.stateW, checkpoint{Seq: t.cp.Seq, Switch: sw}); err != nil {
 		return fmt.Errorf("projection: recording the switch: %w", err)
 	}
-	return nil
+	return t.hit(FaultSwitchRecorded)
 }
 
 // counts returns the messages in the streams of the requests and sessions
@@ -59,13 +59,16 @@ func (res *resources) counts(ctx context.Context) (reqs, sess, rej uint64, err e
 	return reqs, sess, rej, nil
 }
 
+// rebuildAdvice ends the message of ErrSwitchIncomplete.
+const rebuildAdvice = "the live ledger may be partly switched: run `aggregator rebuild` to rebuild it from the stream"
+
 // checkScratch returns ErrSwitchIncomplete unless the scratch copy named
 // by sw is there and intact: its checkpoint is the recorded one and its
 // streams hold the recorded numbers of messages.
 func checkScratch(ctx context.Context, js jetstream.JetStream, sw *switchRecord) error {
 	scratch, err := lookupResources(ctx, js, sw.Scratch)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrSwitchIncomplete, err)
+		return fmt.Errorf("%w: %v; %s", ErrSwitchIncomplete, err, rebuildAdvice)
 	}
 	cp, _, err := readCheckpoint(ctx, scratch.state)
 	if err != nil {
@@ -76,10 +79,9 @@ func checkScratch(ctx context.Context, js jetstream.JetStream, sw *switchRecord)
 		return err
 	}
 	if cp.Seq != sw.Checkpoint || reqs != sw.Requests || sess != sw.Sessions || rej != sw.Rejected {
-		return fmt.Errorf("%w: the scratch copy is at checkpoint %d with %d/%d/%d messages in %s/%s/%s, the switch recorded %d with %d/%d/%d; "+
-			"the live ledger may be partly switched: run `aggregator rebuild` to rebuild it from the stream",
+		return fmt.Errorf("%w: the scratch copy is at checkpoint %d with %d/%d/%d messages in %s/%s/%s, the switch recorded %d with %d/%d/%d; %s",
 			ErrSwitchIncomplete, cp.Seq, reqs, sess, rej, sw.Scratch.Requests, sw.Scratch.Sessions, sw.Scratch.Rejected,
-			sw.Checkpoint, sw.Requests, sw.Sessions, sw.Rejected)
+			sw.Checkpoint, sw.Requests, sw.Sessions, sw.Rejected, rebuildAdvice)
 	}
 	return nil
 }
@@ -114,6 +116,9 @@ func completeSwitch(ctx context.Context, js jetstream.JetStream, live *resources
 	if err := copyRejections(ctx, js, t, scratch, live); err != nil {
 		return err
 	}
+	if err := t.hit(FaultSwitchCheckpoint); err != nil {
+		return err
+	}
 	if err := t.writeCheckpoint(ctx, live.stateW, checkpoint{Seq: sw.Checkpoint}); err != nil {
 		return fmt.Errorf("projection: setting the checkpoint to %d: %w", sw.Checkpoint, err)
 	}
@@ -144,7 +149,7 @@ func copyBucket(ctx context.Context, t *term, src, dst *bucket, last *uint64, pr
 		copied += uint64(len(chunk))
 		progress("switch "+dst.kv.Bucket(), copied, 0)
 		chunk = chunk[:0]
-		return nil
+		return t.hit(FaultSwitchCopy)
 	}
 	for {
 		var entry jetstream.KeyValueEntry
@@ -220,6 +225,9 @@ func copyRejections(ctx context.Context, js jetstream.JetStream, t *term, scratc
 		if err := live.rejected.Purge(ctx, jetstream.WithPurgeSequence(t.rejLast+1)); err != nil {
 			return fmt.Errorf("projection: purging %s: %w", live.names.Rejected, err)
 		}
+	}
+	if err := t.hit(FaultSwitchRejections); err != nil {
+		return err
 	}
 	info, err := scratch.rejected.Info(ctx)
 	if err != nil {

@@ -109,6 +109,9 @@ func lastRejection(ctx context.Context, rejected jetstream.Stream) (last, floor 
 // lapsed.
 func (t *term) valid() error { return t.lease.valid() }
 
+// hit calls the holder's fault seam (Config.Faults) at p.
+func (t *term) hit(p FaultPoint) error { return seam(t.lease.fault).hit(p) }
+
 // writeCheckpoint commits cp, compare-and-set on the revision this term
 // last wrote.
 func (t *term) writeCheckpoint(ctx context.Context, state *bucket, cp checkpoint) error {
