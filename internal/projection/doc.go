@@ -30,9 +30,10 @@
 // its session had absorbed.
 //
 //   - One writer. An instance writes only while it holds a lease in bucket
-//     ledger_state, and every write is compare-and-set on the revision it
-//     last read or wrote, so a paused former holder fails on its first write
-//     after a takeover (the lease is for liveness, CAS is the fence).
+//     ledger_state, and every write is conditional on the fences of its
+//     lease term, so that nothing a paused former holder sends after a
+//     takeover lands (see Fencing below: the lease is for liveness, the
+//     fences are for safety).
 //   - In order. The writer reads the stream with an ordered consumer from
 //     its checkpoint (ledger_state key "checkpoint": every event at or
 //     below it is fully applied) and applies batches in stream order. The
@@ -67,21 +68,101 @@
 // the aggregator at every one of these write points and compare the
 // outcome with an in-memory model.
 //
+// # Fencing
+//
+// Compare-and-set on each key is not enough on its own: it protects each
+// key, not the link between a request's held/seq and its session's seq. A
+// holder paused (GC, SIGSTOP, a partition) past the lease TTL while
+// another instance takes over can resume, read one record fresh and
+// another from its stale cache, and write a request whose held no longer
+// matches its session; the next term then adds that request's
+// contribution twice. So every write is fenced by the writer's lease term
+// (term.go), with conditions the server checks:
+//
+//   - A term begins, under a freshly acquired lease, by rewriting the
+//     checkpoint (compare-and-set on the revision it read) with the term's
+//     number, the lease revision; and by writing a fence marker (a delete
+//     marker on key "ledger.fence", which no ID can be and no KV reader
+//     lists) into each record bucket, learning from its acknowledgement
+//     the last sequence of the bucket's stream. It reads the last sequence
+//     of the rejection stream too.
+//   - Every record write of the term expects its bucket's stream to end
+//     where the term knows it ends (Nats-Expected-Last-Sequence, counted
+//     through the pipelined writes), besides the key's own revision; every
+//     rejection expects the same of the rejection stream; the checkpoint
+//     stays compare-and-set on the revision the term last wrote.
+//   - So once a term has begun, a write by any earlier term to a bucket it
+//     has fenced fails, forever: that writer's idea of the stream's end is
+//     behind the marker. Its writes to one bucket stop at the marker, and
+//     a writer sends the steps of a batch (rejections, requests, sessions,
+//     checkpoint) one after the other, each only once the previous one is
+//     acknowledged in full; whatever of it landed is a prefix of its
+//     sequence of writes, landed before the new term read anything. And
+//     that writer's batch was computed on a state nobody else wrote during
+//     its own term (by the same argument one term earlier). The new term
+//     therefore reads exactly what a crash leaves (committed batches and a
+//     prefix of one more), and the crash argument above applies unchanged.
+//   - Rejections are not fenced by a marker: a rejection's content depends
+//     on the stream alone (its sequence, body and the first accepted event
+//     of its request), every writer agrees on it, and the expected last
+//     sequence keeps the stream a gap-free, ordered list of them whoever
+//     appends. A new term reads the original sequence of the last one and
+//     records only later ones.
+//
+// The lease adds liveness and narrows the window. A standby takes over
+// only after it has seen the same lease revision for a TTL on its own
+// clock, so a takeover comes at least a TTL after the holder sent its last
+// successful renewal; the holder counts the lease as good for two thirds
+// of that, renews every TTL/3 with a deadline of TTL/3, and sends no write
+// outside that window nor after it knows the lease is lost. The window is
+// not the fence (a process can stop between its check and its write); the
+// fences are. TestPausedHolderCannotCountTwice freezes a holder at every
+// point of a batch, lets another take over and commit, and resumes it.
+//
+// # Rules
+//
+// The lease, the checkpoint, a switch and every record carry the
+// RulesVersion of the build that wrote them; the checkpoint's is the
+// ledger's (the newest that has written it). A term of a build whose
+// rules are older than the ledger's (or than a pending switch's) refuses
+// to write: Run returns ErrRulesTooOld, whose message says to upgrade, and
+// the lease is let go at once so that a newer instance takes over. A
+// newer build moves the ledger to its rules when it begins its term;
+// records written before keep the old rules until a rebuild. So a rolling
+// deploy is safe in both directions: once a newer instance has written,
+// older ones stand aside; rolled back, they refuse rather than mix rules.
+//
 // # Rebuild
 //
 // Rebuild replays the whole stream under the current code into scratch
-// buckets with this same machinery (its own lease, checkpoint and
-// rejections), while the live aggregator keeps serving. To switch over it
-// asks the live holder to step aside (key "yield" in ledger_state, kept
-// fresh while the rebuild lives; a stale one is ignored), takes the live
-// lease, lets the scratch projection catch up once more, records the switch
-// (key "switch": the scratch checkpoint) and copies: every scratch record
-// replaces the live one whole, live records the new code does not have are
-// deleted, the rejections are replaced, and the live checkpoint is set to
-// the scratch one. Every step writes absolute values, so the copy is
-// idempotent, and whoever holds the live lease next finishes a switch that
-// was interrupted. Afterwards the live aggregator resumes from the scratch
-// checkpoint and applies what was published meanwhile.
+// buckets with this same machinery (its own lease, checkpoint, fences and
+// rejections), while the live aggregator keeps serving. One rebuild runs
+// at a time: it holds a claim (key "rebuild" in ledger_state, a lease it
+// renews), and a second one is refused while the claim is renewed; one
+// that loses its claim stops. Scratch resources are purged, never
+// deleted, so their streams' sequences never restart and a former scratch
+// writer's fenced writes can never match again.
+//
+// To switch over it asks the live holder to step aside (key "yield" in
+// ledger_state, kept fresh while the rebuild lives; a stale one is
+// ignored), takes the live lease and begins a term (raising the live
+// fences), lets the scratch projection catch up once more and stop, and
+// records the switch in the live checkpoint: the scratch checkpoint and
+// the message counts of the scratch streams. Then it copies: every
+// scratch record replaces the live one whole, live records the new code
+// does not have are deleted, the live rejections the term saw are purged
+// (only up to the last sequence it read) and the scratch ones appended,
+// and the checkpoint is set to the scratch one with the switch cleared.
+// Every one of these writes is conditional on the term's fences, so a
+// rebuild paused mid-copy cannot write once another term began. Every
+// step writes absolute values, so the copy is idempotent, and whoever
+// holds the live lease next finishes a switch that was interrupted, after
+// checking that the scratch copy is intact (its checkpoint and counts
+// are the recorded ones): if it is not, the holder stops with
+// ErrSwitchIncomplete rather than copy it, and never empties the ledger;
+// a new rebuild replaces the switch. Afterwards the live aggregator
+// resumes from the scratch checkpoint and applies what was published
+// meanwhile. A stream that no longer holds its first events is refused.
 //
 // # Batching
 //
