@@ -79,7 +79,13 @@ type Config struct {
 	// RetryDelay is the pause after a failed batch before starting again
 	// from the checkpoint. Default 500ms.
 	RetryDelay time.Duration
-	Logger     *slog.Logger
+	// AckWait is how long a batch waits for the server's next answer to
+	// its reads and writes, and the consumer for a heartbeat, before the
+	// batch is abandoned and the work starts again from the checkpoint: a
+	// stream's leader that dies is noticed within it. Default
+	// DefaultAckWait (5s).
+	AckWait time.Duration
+	Logger  *slog.Logger
 	// Now is the clock, for the lease. Default time.Now.
 	Now func() time.Time
 	// Apply merges an accepted event into a request record; nil selects
@@ -204,6 +210,12 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.RetryDelay == 0 {
 		cfg.RetryDelay = 500 * time.Millisecond
 	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = DefaultAckWait
+	}
+	if cfg.AckWait < 10*time.Millisecond {
+		return nil, fmt.Errorf("%w: AckWait %s must be at least 10ms", ErrInvalidConfig, cfg.AckWait)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -246,6 +258,9 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	res, err := openResources(ctx, a.cfg.JS, a.cfg.Topology, a.cfg.Names)
 	if err != nil {
 		return err
+	}
+	for _, b := range []*bucket{res.requests, res.sessions, res.stateW} {
+		b.wait = a.cfg.AckWait
 	}
 	for {
 		err := a.lead(ctx, res)
@@ -415,7 +430,10 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources, t *term) 
 		case msgs <- f:
 		case <-stop:
 		}
-	}, jetstream.PullMaxMessages(min(a.cfg.BatchSize, readAhead)))
+	}, jetstream.PullMaxMessages(min(a.cfg.BatchSize, readAhead)),
+		// Heartbeats every AckWait/2: a consumer whose stream leader died
+		// is recreated within AckWait.
+		jetstream.PullExpiry(max(4*a.cfg.AckWait/2, time.Second)), jetstream.PullHeartbeat(a.cfg.AckWait/2))
 	if err != nil {
 		return fmt.Errorf("projection: consuming: %w", err)
 	}

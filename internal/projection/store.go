@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,15 +34,54 @@ type bucket struct {
 	kv     jetstream.KeyValue
 	stream jetstream.Stream // the bucket's stream, KV_<bucket>
 	prefix string           // "$KV.<bucket>."
+	// wait is how long a read or a write waits for the server's next
+	// answer before it gives up (a leader change, a dead server).
+	wait time.Duration
 }
+
+// DefaultAckWait is how long the aggregator waits for the server's next
+// answer to a batch's reads or writes (Config.AckWait).
+const DefaultAckWait = 5 * time.Second
 
 func newBucket(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) (*bucket, error) {
 	s, err := js.Stream(ctx, "KV_"+kv.Bucket())
 	if err != nil {
 		return nil, fmt.Errorf("projection: opening the stream of bucket %s: %w", kv.Bucket(), err)
 	}
-	return &bucket{js: js, kv: kv, stream: s, prefix: "$KV." + kv.Bucket() + "."}, nil
+	return &bucket{js: js, kv: kv, stream: s, prefix: "$KV." + kv.Bucket() + ".", wait: DefaultAckWait}, nil
 }
+
+// errNoAnswer means the server stopped answering a batch's reads or
+// writes for longer than the bucket's wait.
+var errNoAnswer = errors.New("no answer from the server")
+
+// answers waits for the answers to a round of requests, each within the
+// bucket's wait of the previous one: the round fails soon after the
+// server stops answering, however long the round is.
+type answers struct {
+	ch    chan *nats.Msg
+	timer *time.Timer
+	wait  time.Duration
+}
+
+func (b *bucket) answers(ch chan *nats.Msg) *answers {
+	return &answers{ch: ch, timer: time.NewTimer(b.wait), wait: b.wait}
+}
+
+// next returns the next answer.
+func (a *answers) next(ctx context.Context) (*nats.Msg, error) {
+	select {
+	case m := <-a.ch:
+		a.timer.Reset(a.wait)
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-a.timer.C:
+		return nil, fmt.Errorf("%w for %s (a leader change or a lost server?)", errNoAnswer, a.wait)
+	}
+}
+
+func (a *answers) stop() { a.timer.Stop() }
 
 // putAll writes every put with compare-and-set, pipelined, and waits for
 // every acknowledgement. On success each put's rev is its new revision. On
@@ -96,12 +136,12 @@ func (b *bucket) putAll(ctx context.Context, puts []put, last *uint64) error {
 		}
 	}
 	var first error
+	acks := b.answers(ch)
+	defer acks.stop()
 	for range puts {
-		var a *nats.Msg
-		select {
-		case a = <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("projection: waiting for writes to %s: %w", b.kv.Bucket(), ctx.Err())
+		a, err := acks.next(ctx)
+		if err != nil {
+			return fmt.Errorf("projection: waiting for writes to %s: %w", b.kv.Bucket(), err)
 		}
 		i, err := strconv.ParseInt(a.Subject[min(len(inbox), len(a.Subject)):], 36, 0)
 		if err != nil || i < 0 || int(i) >= len(puts) {
@@ -229,12 +269,12 @@ func (b *bucket) getMany(ctx context.Context, keys []string) (map[string]stored,
 			return nil, fmt.Errorf("projection: reading %s: %w", b.kv.Bucket(), err)
 		}
 	}
+	replies := b.answers(ch)
+	defer replies.stop()
 	for done := 0; done < chunks; {
-		var m *nats.Msg
-		select {
-		case m = <-ch:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("projection: reading %s: %w", b.kv.Bucket(), ctx.Err())
+		m, err := replies.next(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("projection: reading %s: %w", b.kv.Bucket(), err)
 		}
 		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
 			switch m.Header.Get("Status") {
