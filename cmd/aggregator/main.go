@@ -136,15 +136,19 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("run", stderr)
 	var cf connFlags
 	cf.register(fs)
-	batch := fs.Int("batch", 10000, "most events applied per batch")
+	batch := fs.Int("batch", projection.DefaultBatchSize, "most events applied per batch, 1 to 100000; the default is the library's, as benchmarked")
 	instance := fs.String("instance", "", "instance ID for the lease (default: a new ULID per process)")
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "how long a silent instance keeps the lease")
 	dupWindow := fs.Duration("duplicate-window", topology.DefaultDuplicateWindow, "duplicate window of LEDGER_ATTEMPTS when this process creates it")
 	replicas := fs.Int("replicas", 1, "replicas of the streams and buckets this process creates")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
 		return exitError{code: exitUsage}
 	}
+	limitMemory()
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", *logLevel)

@@ -28,6 +28,7 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return exitError{code: exitUsage}
 	}
+	limitMemory()
 	conn, err := cf.open("ledger-rebuild")
 	if err != nil {
 		return err

@@ -61,7 +61,8 @@ type Config struct {
 	Topology topology.Config
 	// Names are the resources to project into; zero is the live ledger.
 	Names Names
-	// BatchSize is the most events applied in one batch. Default 20,000:
+	// BatchSize is the most events applied in one batch. Default
+	// DefaultBatchSize (20,000):
 	// large batches coalesce more writes per key (a session touched by many
 	// events of a batch is written once); a quiet stream makes small ones.
 	// Two batches are in memory at once (one committing, one prepared),
@@ -102,6 +103,10 @@ type Config struct {
 	// It is a test seam and may be called from several goroutines.
 	Faults func(p FaultPoint) error
 }
+
+// DefaultBatchSize is Config.BatchSize's default, the batch size the
+// benchmarks measure; aggregator run's --batch defaults to it.
+const DefaultBatchSize = 20_000
 
 // FaultPoint names a write point of the batch commit.
 type FaultPoint string
@@ -187,7 +192,7 @@ func New(cfg Config) (*Aggregator, error) {
 		return nil, fmt.Errorf("%w: JS is required", ErrInvalidConfig)
 	}
 	if cfg.BatchSize == 0 {
-		cfg.BatchSize = 20_000
+		cfg.BatchSize = DefaultBatchSize
 	}
 	if cfg.BatchSize < 1 || cfg.BatchSize > 100_000 {
 		return nil, fmt.Errorf("%w: BatchSize %d must be 1 to 100000", ErrInvalidConfig, cfg.BatchSize)

@@ -120,6 +120,7 @@ func (s *Session) appendJSON(b []byte) []byte {
 	b = events.AppendString(b, s.SessionID)
 	b = append(b, ',')
 	b = appendTotalsFields(b, s.Totals)
+	b = appendSaturated(b, s.Totals)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, s.Seq, 10)
 	return append(b, '}')

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"math"
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
@@ -15,6 +16,13 @@ const (
 
 // Totals is what one request contributes to its session, and what a
 // session sums over its requests.
+//
+// The sums never wrap around. One request cannot come near the limit (at
+// most 1,001 attempts of at most 10^12 tokens per field), but a session of
+// many requests can: a sum that would pass Ceiling stops at Ceiling, stays
+// there whatever is added or taken later, and sets Saturated, which stays
+// set (see Add). Ceiling is then a lower bound of the true sum as long as
+// the sum does not shrink, which takes events that replace earlier ones.
 type Totals struct {
 	Requests  int64        `json:"requests"`
 	Succeeded int64        `json:"succeeded"`
@@ -23,32 +31,104 @@ type Totals struct {
 	Attempts  int64        `json:"attempts"`
 	Usage     events.Usage `json:"usage"`
 	Billed    events.Usage `json:"billed"`
+	// Saturated reports that some sum reached Ceiling: the fields at
+	// Ceiling are not exact (the true sum was larger when it got there);
+	// the others are.
+	Saturated bool `json:"saturated,omitempty"`
 }
 
-// Add returns t + u.
+// Ceiling is where a sum in Totals stops: 2^63-1.
+const Ceiling = math.MaxInt64
+
+// Add returns t + u, field by field. A sum that would pass Ceiling (or
+// fall below math.MinInt64) stops there and sets Saturated; a field at
+// Ceiling in a saturated t or u stays at Ceiling whatever is added to it
+// (its true value is unknown); Saturated on t or u carries over. Adding
+// numbers that are not negative therefore gives the same result in any
+// order and grouping: the aggregator, which adds the deltas of a whole
+// batch to a session at once, and the in-memory replay, which adds them
+// one event at a time, agree.
 func (t Totals) Add(u Totals) Totals {
+	a := arith{xSat: t.Saturated, ySat: u.Saturated}
 	return Totals{
-		Requests:  t.Requests + u.Requests,
-		Succeeded: t.Succeeded + u.Succeeded,
-		Failed:    t.Failed + u.Failed,
-		Pending:   t.Pending + u.Pending,
-		Attempts:  t.Attempts + u.Attempts,
-		Usage:     t.Usage.Add(u.Usage),
-		Billed:    t.Billed.Add(u.Billed),
+		Requests:  a.add(t.Requests, u.Requests),
+		Succeeded: a.add(t.Succeeded, u.Succeeded),
+		Failed:    a.add(t.Failed, u.Failed),
+		Pending:   a.add(t.Pending, u.Pending),
+		Attempts:  a.add(t.Attempts, u.Attempts),
+		Usage:     a.addUsage(t.Usage, u.Usage),
+		Billed:    a.addUsage(t.Billed, u.Billed),
+		Saturated: t.Saturated || u.Saturated || a.saturated,
 	}
 }
 
-// Sub returns t - u.
-func (t Totals) Sub(u Totals) Totals {
+// Sub returns t - u: t + (-u), with the rules of Add.
+func (t Totals) Sub(u Totals) Totals { return t.Add(u.neg()) }
+
+// neg returns -t. The negation of math.MinInt64, which int64 lacks, is
+// Ceiling and saturates.
+func (t Totals) neg() Totals {
+	var a arith
 	return Totals{
-		Requests:  t.Requests - u.Requests,
-		Succeeded: t.Succeeded - u.Succeeded,
-		Failed:    t.Failed - u.Failed,
-		Pending:   t.Pending - u.Pending,
-		Attempts:  t.Attempts - u.Attempts,
-		Usage:     t.Usage.Sub(u.Usage),
-		Billed:    t.Billed.Sub(u.Billed),
+		Requests: a.neg(t.Requests), Succeeded: a.neg(t.Succeeded), Failed: a.neg(t.Failed),
+		Pending: a.neg(t.Pending), Attempts: a.neg(t.Attempts),
+		Usage:     a.negUsage(t.Usage),
+		Billed:    a.negUsage(t.Billed),
+		Saturated: t.Saturated || a.saturated,
 	}
+}
+
+// arith is saturating int64 arithmetic on the fields of two Totals, whose
+// Saturated flags are xSat and ySat; saturated records whether a result
+// saturated.
+type arith struct{ xSat, ySat, saturated bool }
+
+func (a *arith) add(x, y int64) int64 {
+	s := x + y
+	switch {
+	case y == 0:
+		return x
+	case x == Ceiling && a.xSat || y == Ceiling && a.ySat:
+		return Ceiling // a saturated sum stays saturated
+	case y > 0 && s < x:
+		a.saturated = true
+		return Ceiling
+	case y < 0 && s > x:
+		a.saturated = true
+		return math.MinInt64
+	}
+	return s
+}
+
+func (a *arith) addUsage(x, y events.Usage) events.Usage {
+	return events.Usage{
+		InputTokens:              a.add(x.InputTokens, y.InputTokens),
+		OutputTokens:             a.add(x.OutputTokens, y.OutputTokens),
+		CacheReadInputTokens:     a.add(x.CacheReadInputTokens, y.CacheReadInputTokens),
+		CacheCreationInputTokens: a.add(x.CacheCreationInputTokens, y.CacheCreationInputTokens),
+	}
+}
+
+func (a *arith) neg(x int64) int64 {
+	if x == math.MinInt64 {
+		a.saturated = true
+		return Ceiling
+	}
+	return -x
+}
+
+func (a *arith) negUsage(u events.Usage) events.Usage {
+	return events.Usage{InputTokens: a.neg(u.InputTokens), OutputTokens: a.neg(u.OutputTokens),
+		CacheReadInputTokens: a.neg(u.CacheReadInputTokens), CacheCreationInputTokens: a.neg(u.CacheCreationInputTokens)}
+}
+
+// appendSaturated appends the stored form of t.Saturated to a record: a
+// member only when it is set, so unsaturated records keep their layout.
+func appendSaturated(b []byte, t Totals) []byte {
+	if !t.Saturated {
+		return b
+	}
+	return append(b, `,"saturated":true`...)
 }
 
 // Entry is the accepted event for one attempt number of a request: of all

@@ -115,22 +115,21 @@ func WriteJSON(w io.Writer, l *Ledger) error {
 
 // WriteTable writes one row per session and a total row: requests,
 // attempts, retries, status counts, usage in/out, billed in/out and the
-// retry overhead (billed minus usage).
+// retry overhead (billed minus usage). A sum that saturated (see
+// projection.Totals) is shown as "≥" and the ceiling, and what is derived
+// from it as n/a; a line below the table says so.
 func WriteTable(w io.Writer, l *Ledger) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "SESSION\tREQUESTS\tATTEMPTS\tRETRIES\tOK\tFAILED\tPENDING\tUSAGE IN\tUSAGE OUT\tBILLED IN\tBILLED OUT\tOVERHEAD IN\tOVERHEAD OUT\tOVERHEAD %\t")
-	row := func(name string, t projection.Totals) {
-		o := t.Billed.Sub(t.Usage)
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name,
-			t.Requests, t.Attempts, t.Attempts-t.Requests, t.Succeeded, t.Failed, t.Pending,
-			num(t.Usage.InputTokens), num(t.Usage.OutputTokens), num(t.Billed.InputTokens), num(t.Billed.OutputTokens),
-			num(o.InputTokens), num(o.OutputTokens), pct(o.InputTokens+o.OutputTokens, t.Usage.InputTokens+t.Usage.OutputTokens))
-	}
+	saturated := 0
 	for _, s := range l.Sessions {
-		row(s.SessionID, s.Totals)
+		writeRow(tw, s.SessionID, s.Totals)
+		if s.Saturated {
+			saturated++
+		}
 	}
 	if len(l.Sessions) != 1 {
-		row("TOTAL", l.Total)
+		writeRow(tw, "TOTAL", l.Total)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -139,12 +138,64 @@ func WriteTable(w io.Writer, l *Ledger) error {
 	if l.StreamLast > l.Applied {
 		lag = fmt.Sprintf(" (%d events not applied yet)", l.StreamLast-l.Applied)
 	}
-	noun := "sessions"
-	if len(l.Sessions) == 1 {
-		noun = "session"
+	_, err := fmt.Fprintf(w, "%d %s; applied through stream sequence %d of %d%s.\n", len(l.Sessions), plural(len(l.Sessions), "session"), l.Applied, l.StreamLast, lag)
+	if err == nil && (saturated > 0 || l.Total.Saturated) {
+		msg := "A sum marked ≥ passed " + num(projection.Ceiling) + " (2^63-1) and stopped there: the true sum is larger.\n"
+		if saturated > 0 {
+			msg = fmt.Sprintf("%d %s saturated. ", saturated, plural(saturated, "session")) + msg
+		}
+		_, err = io.WriteString(w, msg)
 	}
-	_, err := fmt.Fprintf(w, "%d %s; applied through stream sequence %d of %d%s.\n", len(l.Sessions), noun, l.Applied, l.StreamLast, lag)
 	return err
+}
+
+// writeRow writes the row of one session (or the total).
+func writeRow(w io.Writer, name string, t projection.Totals) {
+	c := cells{t: t}
+	over := []string{"n/a", "n/a", "n/a"}
+	if c.exact(t.Billed.InputTokens, t.Billed.OutputTokens, t.Usage.InputTokens, t.Usage.OutputTokens) {
+		o := t.Billed.Sub(t.Usage)
+		over = []string{num(o.InputTokens), num(o.OutputTokens),
+			pct(float64(o.InputTokens)+float64(o.OutputTokens), float64(t.Usage.InputTokens)+float64(t.Usage.OutputTokens))}
+	}
+	retries := "n/a"
+	if c.exact(t.Attempts, t.Requests) {
+		retries = num(t.Attempts - t.Requests)
+	}
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name,
+		c.num(t.Requests), c.num(t.Attempts), retries, c.num(t.Succeeded), c.num(t.Failed), c.num(t.Pending),
+		c.num(t.Usage.InputTokens), c.num(t.Usage.OutputTokens), c.num(t.Billed.InputTokens), c.num(t.Billed.OutputTokens),
+		over[0], over[1], over[2])
+}
+
+// cells formats the numbers of one row: a saturated sum is marked.
+type cells struct{ t projection.Totals }
+
+// sat reports whether n is a saturated sum of the row.
+func (c cells) sat(n int64) bool { return c.t.Saturated && n == projection.Ceiling }
+
+func (c cells) num(n int64) string {
+	if c.sat(n) {
+		return "≥" + num(n)
+	}
+	return num(n)
+}
+
+// exact reports whether none of ns is a saturated sum.
+func (c cells) exact(ns ...int64) bool {
+	for _, n := range ns {
+		if c.sat(n) {
+			return false
+		}
+	}
+	return true
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
 }
 
 // num writes n with thousands separators.
@@ -155,12 +206,14 @@ func num(n int64) string {
 	return progress.Count(uint64(n))
 }
 
-func pct(part, whole int64) string {
+// pct is part of whole in percent; float64, so that sums of large counts
+// cannot overflow.
+func pct(part, whole float64) string {
 	if whole == 0 {
 		if part == 0 {
 			return "0.0%"
 		}
 		return "n/a"
 	}
-	return strconv.FormatFloat(100*float64(part)/float64(whole), 'f', 1, 64) + "%"
+	return strconv.FormatFloat(100*part/whole, 'f', 1, 64) + "%"
 }

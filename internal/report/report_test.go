@@ -77,3 +77,65 @@ func TestLoadReadsTheSessionsBucket(t *testing.T) {
 	var fe *events.FieldError
 	require.ErrorAs(t, err, &fe)
 }
+
+// TestWriteTableMarksSaturatedSums: sums that passed 2^63-1 never wrap in
+// the table or the JSON: a saturated session shows "≥" and the ceiling, a
+// total over sessions that passes it saturates too, and what depends on a
+// saturated sum is n/a.
+func TestWriteTableMarksSaturatedSums(t *testing.T) {
+	const big = 5_000_000_000_000_000_000 // two of them pass 2^63-1
+	sessions := []projection.Session{
+		{SessionView: projection.SessionView{SessionID: "a", Totals: projection.Totals{
+			Requests: 2, Succeeded: 2, Attempts: 3,
+			Usage:  events.Usage{InputTokens: big, OutputTokens: big},
+			Billed: events.Usage{InputTokens: big, OutputTokens: big},
+		}}},
+		{SessionView: projection.SessionView{SessionID: "b", Totals: projection.Totals{
+			Requests: 1, Succeeded: 1, Attempts: 1,
+			Usage:     events.Usage{InputTokens: 10, OutputTokens: 1},
+			Billed:    events.Usage{InputTokens: projection.Ceiling, OutputTokens: 1},
+			Saturated: true,
+		}}},
+		{SessionView: projection.SessionView{SessionID: "c", Totals: projection.Totals{
+			Requests: 1, Failed: 1, Attempts: 1,
+			Billed: events.Usage{InputTokens: big, OutputTokens: 2},
+		}}},
+	}
+	l := &Ledger{Applied: 9, StreamLast: 9}
+	for _, s := range sessions {
+		data, err := json.Marshal(&s)
+		require.NoError(t, err)
+		require.NoError(t, l.add(data))
+	}
+	require.True(t, l.Total.Saturated)
+	require.Equal(t, int64(projection.Ceiling), l.Total.Billed.InputTokens)
+	require.Equal(t, int64(4), l.Total.Requests, "the counts stay exact")
+
+	var buf bytes.Buffer
+	require.NoError(t, WriteTable(&buf, l))
+	out := buf.String()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 7, out) // header, three sessions, total, summary, saturation note
+	ceiling := "≥9,223,372,036,854,775,807"
+	require.Equal(t, []string{"a", "2", "3", "1", "2", "0", "0", "5,000,000,000,000,000,000", "5,000,000,000,000,000,000",
+		"5,000,000,000,000,000,000", "5,000,000,000,000,000,000", "0", "0", "0.0%"}, strings.Fields(lines[1]), "exact sums near the ceiling")
+	require.Equal(t, []string{"b", "1", "1", "0", "1", "0", "0", "10", "1", ceiling, "1", "n/a", "n/a", "n/a"}, strings.Fields(lines[2]))
+	require.Equal(t, []string{"TOTAL", "4", "5", "1", "3", "1", "0", "5,000,000,000,000,000,010", "5,000,000,000,000,000,001",
+		ceiling, "5,000,000,000,000,000,003", "n/a", "n/a", "n/a"}, strings.Fields(lines[4]))
+	require.Contains(t, lines[6], "1 session saturated")
+	require.Contains(t, lines[6], "9,223,372,036,854,775,807 (2^63-1)")
+	for _, f := range strings.Fields(strings.Join(lines[:5], "\n")) {
+		require.False(t, strings.HasPrefix(f, "-"), "%s: nothing wraps around to a negative number", f)
+	}
+
+	buf.Reset()
+	require.NoError(t, WriteJSON(&buf, l))
+	var back struct {
+		Sessions []map[string]any `json:"sessions"`
+		Total    map[string]any   `json:"total"`
+	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
+	require.Equal(t, true, back.Total["saturated"])
+	require.Equal(t, true, back.Sessions[1]["saturated"])
+	require.NotContains(t, back.Sessions[0], "saturated")
+}

@@ -14,6 +14,7 @@ import (
 type instantClock struct{}
 
 func (instantClock) Now() time.Time                             { return time.Now() }
+func (instantClock) Monotonic() time.Duration                   { return SystemClock.Monotonic() }
 func (instantClock) Sleep(context.Context, time.Duration) error { return nil }
 
 func benchMiddleware(b *testing.B, mod func(*Options)) (*Middleware, *MemorySink) {

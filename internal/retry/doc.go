@@ -50,6 +50,22 @@
 // clock and never sleep. Delay, the backoff formula, is a pure function of
 // the policy, the retry number and a random value.
 //
+// A call reads the wall clock once, when it begins, and measures everything
+// after on the monotonic clock: every event time of the call is the start
+// plus the monotonic time elapsed. A wall clock stepped back (or forward)
+// during a call therefore never gives an event whose finished_at is before
+// its started_at, which the contract forbids and the aggregator would
+// reject, losing the attempt's usage. The breakers the middleware creates
+// measure their cooldown on the monotonic clock too.
+//
+// # Panics
+//
+// Whatever panics during a call (fn, the Classifier, the Sink), the attempt
+// still gets exactly one event and its breaker permit is given back. A
+// panic of fn goes on to the caller afterwards; one of the Classifier ends
+// the call with a *CallError wrapping ErrPanicked; one of the Sink counts
+// as a refused event. Do's documentation has the details.
+//
 // The package starts no goroutines; everything happens on the caller's
 // goroutine, and a Middleware is safe for concurrent use.
 package retry

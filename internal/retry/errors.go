@@ -2,6 +2,8 @@ package retry
 
 import (
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"strconv"
 
 	"github.com/agentledger/ledger/internal/breaker"
@@ -62,14 +64,54 @@ const (
 	StopCanceled StopReason = "canceled"
 	// StopCircuitOpen: the upstream's breaker rejected the attempt.
 	StopCircuitOpen StopReason = "circuit_open"
+	// StopPanicked: the Classifier panicked on the attempt's error; the
+	// CallError's Cause is the *PanicError.
+	StopPanicked StopReason = "panicked"
 )
+
+// ErrPanicked is the sentinel that every *PanicError wraps.
+var ErrPanicked = errors.New("retry: panicked")
+
+// PanicError is a panic of one of the middleware's collaborators that Do
+// recovered: the Classifier's (the call's error, as Cause of its
+// *CallError) or the Sink's (passed to Options.OnSinkError and logged like
+// any refused event).
+type PanicError struct {
+	// Component is "classifier" or "sink".
+	Component string
+	// Value is what was passed to panic (a *runtime.PanicNilError for
+	// panic(nil)).
+	Value any
+	// Stack is the panicking goroutine's stack at the recovery, as
+	// runtime/debug.Stack gives it.
+	Stack []byte
+}
+
+// newPanicError records the panic v of component with the current stack.
+func newPanicError(component string, v any) *PanicError {
+	return &PanicError{Component: component, Value: v, Stack: debug.Stack()}
+}
+
+func (e *PanicError) Error() string {
+	return "retry: " + e.Component + " panicked: " + fmt.Sprint(e.Value)
+}
+
+// Unwrap returns ErrPanicked and, when the panic's value is an error, that
+// error.
+func (e *PanicError) Unwrap() []error {
+	if err, ok := e.Value.(error); ok {
+		return []error{ErrPanicked, err}
+	}
+	return []error{ErrPanicked}
+}
 
 // CallError is the error Do returns for a call that ended without success.
 //
 // It unwraps to Err, the last error fn returned, so errors.As on a
 // provider SDK's error type works, and to Cause, what ended the call when
 // that was not fn's error: the breaker's *breaker.OpenError (so
-// errors.Is(err, ErrCircuitOpen) holds) or the caller's context error.
+// errors.Is(err, ErrCircuitOpen) holds), the caller's context error, or
+// the Classifier's *PanicError (so errors.Is(err, ErrPanicked) holds).
 type CallError struct {
 	// RequestID is the call's request_id.
 	RequestID string
@@ -85,7 +127,8 @@ type CallError struct {
 	// Err is the last error fn returned; nil when fn never failed.
 	Err error
 	// Cause is what ended the call when it is not Err: the breaker's
-	// rejection or the caller's context error; otherwise nil.
+	// rejection, the caller's context error or the Classifier's
+	// *PanicError; otherwise nil.
 	Cause error
 }
 

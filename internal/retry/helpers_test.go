@@ -15,12 +15,16 @@ import (
 	"github.com/agentledger/ledger/internal/events"
 )
 
-// fakeClock is a Clock whose time moves only when told to. Sleep records
+// fakeClock is a Clock whose time moves only when told to. Advance and
+// Sleep move its wall time and its monotonic reading together; StepWall
+// moves the wall time alone (an NTP step or a manual change of the system
+// clock) and StepMonotonic the reading alone (a broken clock). Sleep records
 // the wait and moves the time by it at once, unless hold is set: then Sleep
 // announces the wait on hold and blocks until its context ends.
 type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
+	mono   time.Duration
 	sleeps []time.Duration
 	hold   chan time.Duration
 }
@@ -28,7 +32,7 @@ type fakeClock struct {
 // newFakeClock starts at the real time (to the millisecond), so that
 // context deadlines, which are real, can be compared with it.
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Now().Truncate(time.Millisecond)}
+	return &fakeClock{now: time.Now().Truncate(time.Millisecond), mono: time.Hour}
 }
 
 func (c *fakeClock) Now() time.Time {
@@ -37,10 +41,29 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
+func (c *fakeClock) Monotonic() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mono
+}
+
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+	c.mono += d
+}
+
+func (c *fakeClock) StepWall(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *fakeClock) StepMonotonic(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mono += d
 }
 
 func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
@@ -57,6 +80,7 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	c.sleeps = append(c.sleeps, d)
 	if d > 0 {
 		c.now = c.now.Add(d)
+		c.mono += d
 	}
 	return nil
 }
@@ -134,6 +158,9 @@ type step struct {
 	err     error
 	report  Report
 	advance time.Duration // how long the attempt takes on the fake clock
+	wall    time.Duration // how far the wall clock alone steps during the attempt
+	mono    time.Duration // how far the monotonic reading alone steps (a broken clock)
+	panic   any           // when set, fn panics with it at the end of the attempt
 	check   func(ctx context.Context, a Attempt)
 }
 
@@ -153,8 +180,13 @@ func (s *scripted) fn(ctx context.Context, a Attempt) (string, Report, error) {
 	if st.check != nil {
 		st.check(ctx, a)
 	}
-	if st.advance > 0 && s.clock != nil {
+	if s.clock != nil {
+		s.clock.StepWall(st.wall)
+		s.clock.StepMonotonic(st.mono)
 		s.clock.Advance(st.advance)
+	}
+	if st.panic != nil {
+		panic(st.panic)
 	}
 	if st.err != nil {
 		return "", st.report, st.err

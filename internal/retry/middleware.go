@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
@@ -88,7 +89,8 @@ type Stats struct {
 	Retries    uint64 // waits before another attempt
 	Rejections uint64 // attempts not made: breaker open or caller's context done
 	Events     uint64 // events the Sink accepted
-	SinkErrors uint64 // events the Sink refused
+	SinkErrors uint64 // events the Sink refused (a panic of the Sink included)
+	Panics     uint64 // panics of fn, the Classifier or the Sink during a call
 }
 
 // Middleware runs calls under a retry policy, a circuit breaker per
@@ -106,7 +108,7 @@ type Middleware struct {
 	logger      *slog.Logger
 	onSinkError func(*events.Attempt, error)
 
-	calls, attempts, retries, rejections, published, sinkErrors atomic.Uint64
+	calls, attempts, retries, rejections, published, sinkErrors, panics atomic.Uint64
 }
 
 // New returns a Middleware for opts. It returns an *OptionsError (wrapping
@@ -150,7 +152,7 @@ func New(opts Options) (*Middleware, error) {
 	g := opts.Breakers
 	if g == nil {
 		var err error
-		g, err = breaker.NewGroup(breaker.Config{Now: m.clock.Now})
+		g, err = breaker.NewGroup(breaker.Config{Now: monotonicNow(m.clock)})
 		if err != nil {
 			return nil, &OptionsError{Field: "Breakers", Rule: "could not be created", Err: err}
 		}
@@ -171,6 +173,7 @@ func (m *Middleware) Stats() Stats {
 		Rejections: m.rejections.Load(),
 		Events:     m.published.Load(),
 		SinkErrors: m.sinkErrors.Load(),
+		Panics:     m.panics.Load(),
 	}
 }
 
@@ -186,6 +189,26 @@ func (m *Middleware) Stats() Stats {
 // An invalid call (session or request ID, provider, model) is refused with
 // an *events.FieldError before any attempt and without any event; a nil
 // ctx, m or fn with ErrInvalidCall.
+//
+// Panics. Whatever panics, the attempt still has exactly one event and its
+// breaker permit is given back (reported as breaker.Ignore unless the
+// attempt's outcome was known). Then:
+//   - fn is the caller's code: its panic (or runtime.Goexit) goes on to
+//     Do's caller unchanged, after the attempt is recorded as a final event
+//     of kind other whose message carries the panic's value.
+//   - A panic of the Classifier (or of fn's error's Error method, which it
+//     calls) is recovered: the attempt is recorded as a final event of kind
+//     other, not retryable, and Do returns a *CallError with Reason
+//     StopPanicked whose Cause is a *PanicError (value and stack), so
+//     errors.Is(err, ErrPanicked) holds; it is also logged.
+//   - A panic of the Sink is recovered and treated as a refused event: the
+//     call's result is unchanged (a success stays a success, so that the
+//     caller does not pay for the call again), the *PanicError is counted
+//     in Stats.SinkErrors, logged with its stack and passed to
+//     Options.OnSinkError. The Sink was handed the event once and is not
+//     handed it again.
+//
+// Every recovered panic is counted in Stats.Panics, fn's too.
 func Do[T any](ctx context.Context, m *Middleware, call Call, fn func(ctx context.Context, a Attempt) (T, Report, error)) (T, error) {
 	var zero T
 	if ctx == nil || m == nil || fn == nil {
@@ -195,7 +218,7 @@ func Do[T any](ctx context.Context, m *Middleware, call Call, fn func(ctx contex
 	if err != nil {
 		return zero, err
 	}
-	defer m.release(r)
+	defer m.end(r)
 	for n := 0; ; n++ {
 		a, err := r.admit(n)
 		if err != nil {
@@ -216,24 +239,15 @@ func Do[T any](ctx context.Context, m *Middleware, call Call, fn func(ctx contex
 }
 
 // attempt calls fn once under the attempt's context. Should fn panic (or
-// exit its goroutine), the attempt is still recorded and its permit
-// returned before the panic goes on.
-func attempt[T any](r *run, a Attempt, fn func(context.Context, Attempt) (T, Report, error)) (v T, rep Report, err error) {
+// exit its goroutine), m.end records the attempt.
+func attempt[T any](r *run, a Attempt, fn func(context.Context, Attempt) (T, Report, error)) (T, Report, error) {
 	ctx := r.ctx
 	if r.m.policy.AttemptTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.m.policy.AttemptTimeout)
 		defer cancel()
 	}
-	returned := false
-	defer func() {
-		if !returned {
-			r.abandon(a)
-		}
-	}()
-	v, rep, err = fn(ctx, a)
-	returned = true
-	return v, rep, err
+	return fn(ctx, a)
 }
 
 // run is the state of one call to Do. Runs are pooled; ev and aerr are
@@ -246,17 +260,43 @@ type run struct {
 	br     *breaker.Breaker
 	permit breaker.Permit
 
-	t0       time.Time // when the call began: attempt 0's start
+	tl       timeline  // the call's time; its start is attempt 0's
 	eventID0 string    // attempt 0's event_id, when made with the request_id
-	started  time.Time
-	attempts int   // calls to fn
-	lastErr  error // fn's last error
+	cur      Attempt   // the attempt under way
+	started  time.Time // when it started
+	attempts int       // calls to fn
+	lastErr  error     // fn's last error
+
+	// The attempt under way still holds its breaker permit (permitHeld)
+	// and still owes its event (eventDue): both are settled exactly once,
+	// by finish, or by end when the call unwinds from a panic.
+	permitHeld, eventDue bool
 
 	ev   events.Attempt
 	aerr events.AttemptError
 }
 
 var runPool = sync.Pool{New: func() any { return new(run) }}
+
+// end ends the call of r and returns r to the pool; Do defers it. A call
+// that ends with its attempt unsettled is unwinding from a panic or
+// runtime.Goexit (every return settles it): the attempt is recorded and
+// its permit given back, and then the panic goes on.
+func (m *Middleware) end(r *run) {
+	if !r.permitHeld && !r.eventDue {
+		m.release(r)
+		return
+	}
+	v := recover() // nil for runtime.Goexit, which goes on by itself
+	if v != nil {
+		m.panics.Add(1)
+	}
+	r.abandon(v)
+	m.release(r)
+	if v != nil {
+		panic(v)
+	}
+}
 
 // release returns r to the pool. Nothing may use r afterwards.
 func (m *Middleware) release(r *run) {
@@ -280,7 +320,8 @@ func (m *Middleware) begin(ctx context.Context, call Call) (*run, error) {
 	if err := checkText("model", call.Model, events.MaxModelLength); err != nil {
 		return nil, err
 	}
-	t0 := m.clock.Now()
+	var tl timeline
+	t0 := tl.begin(m.clock)
 	var eventID0 string
 	switch {
 	case call.RequestID != "":
@@ -295,7 +336,7 @@ func (m *Middleware) begin(ctx context.Context, call Call) (*run, error) {
 	r := runPool.Get().(*run)
 	r.m, r.ctx, r.pubCtx, r.call = m, ctx, ctx, call
 	r.br = m.breakers.get(&call)
-	r.t0, r.eventID0 = t0, eventID0
+	r.tl, r.eventID0 = tl, eventID0
 	if ctx.Done() != nil {
 		r.pubCtx = context.WithoutCancel(ctx)
 	}
@@ -344,11 +385,11 @@ func (m *Middleware) makeID(t time.Time) string {
 func (r *run) begins(n int) (time.Time, string) {
 	if n == 0 {
 		if r.eventID0 != "" {
-			return r.t0, r.eventID0
+			return r.tl.start, r.eventID0
 		}
-		return r.t0, r.m.makeID(r.t0)
+		return r.tl.start, r.m.makeID(r.tl.start)
 	}
-	t := r.m.clock.Now()
+	t := r.tl.now()
 	return t, r.m.makeID(t)
 }
 
@@ -366,12 +407,22 @@ func (r *run) admit(n int) (Attempt, error) {
 		c := Classification{Kind: events.KindCircuitOpen, Message: Truncate(err.Error())}
 		return Attempt{}, r.reject(n, c, StopCircuitOpen, err)
 	}
-	r.permit = p
+	r.permit, r.permitHeld = p, true
 	var eventID string
 	r.started, eventID = r.begins(n)
+	r.cur = Attempt{Number: n, RequestID: r.call.RequestID, SessionID: r.call.SessionID, EventID: eventID}
+	r.eventDue = true
 	r.attempts++
 	m.attempts.Add(1)
-	return Attempt{Number: n, RequestID: r.call.RequestID, SessionID: r.call.SessionID, EventID: eventID}, nil
+	return r.cur, nil
+}
+
+// done reports the attempt under way to the breaker, once.
+func (r *run) done(res breaker.Result) {
+	if r.permitHeld {
+		r.permitHeld = false
+		r.br.Done(r.permit, res)
+	}
 }
 
 // reject records attempt n, which was not made, as the call's final event
@@ -396,20 +447,24 @@ func (r *run) reject(n int, c Classification, reason StopReason, cause error) er
 // ends the call.
 func (r *run) finish(a Attempt, rep Report, err error) (time.Duration, error) {
 	m := r.m
-	now := m.clock.Now()
+	now := r.tl.now()
 	if err == nil {
-		r.br.Done(r.permit, breaker.Success)
+		r.done(breaker.Success)
 		r.record(a.Number, a.EventID, r.started, now, rep, nil, true)
 		return 0, nil
 	}
 	r.lastErr = err
-	c := m.classify(r.ctx, err, now)
+	c, perr := m.classifySafely(r.ctx, err, now)
 	if c.Retryable {
-		r.br.Done(r.permit, breaker.Failure)
+		r.done(breaker.Failure)
 	} else {
-		r.br.Done(r.permit, breaker.Ignore)
+		r.done(breaker.Ignore)
 	}
 	wait, reason := m.next(r.ctx, a.Number, c, now)
+	var cause error
+	if perr != nil {
+		wait, reason, cause = 0, StopPanicked, perr
+	}
 	r.record(a.Number, a.EventID, r.started, now, rep, &c, reason != "")
 	if reason == "" {
 		return wait, nil
@@ -420,14 +475,24 @@ func (r *run) finish(a Attempt, rep Report, err error) (time.Duration, error) {
 		Reason:         reason,
 		Classification: c,
 		Err:            err,
+		Cause:          cause,
 	}
 }
 
-// abandon records attempt a, whose fn panicked, as the call's final event.
-func (r *run) abandon(a Attempt) {
-	r.br.Done(r.permit, breaker.Ignore)
-	c := Classification{Kind: events.KindOther, Message: "attempt abandoned: fn panicked"}
-	r.record(a.Number, a.EventID, r.started, r.m.clock.Now(), Report{}, &c, true)
+// abandon settles the attempt under way, which a panic with value v (nil:
+// runtime.Goexit) interrupted: its permit is given back and, unless its
+// event was already handed over, it is recorded as the call's final event.
+func (r *run) abandon(v any) {
+	r.done(breaker.Ignore)
+	if !r.eventDue {
+		return
+	}
+	msg := "attempt abandoned: the goroutine exited (runtime.Goexit)"
+	if v != nil {
+		msg = "attempt abandoned: panicked: " + fmt.Sprint(v)
+	}
+	c := Classification{Kind: events.KindOther, Message: Truncate(msg)}
+	r.record(r.cur.Number, r.cur.EventID, r.started, r.tl.now(), Report{}, &c, true)
 }
 
 // next decides what follows a failed attempt n classified as c at now: the
@@ -459,6 +524,22 @@ func (m *Middleware) next(ctx context.Context, n int, c Classification, now time
 		return 0, StopDeadline
 	}
 	return wait, ""
+}
+
+// classifySafely is classify with its panics contained: a panic (of the
+// Classifier, or of err's Error method) makes the attempt KindOther, not
+// retryable, and is returned as a *PanicError and logged.
+func (m *Middleware) classifySafely(ctx context.Context, err error, now time.Time) (c Classification, perr *PanicError) {
+	defer func() {
+		if v := recover(); v != nil {
+			m.panics.Add(1)
+			perr = newPanicError("classifier", v)
+			c = Classification{Kind: events.KindOther, Message: Truncate(perr.Error())}
+			m.logger.LogAttrs(ctx, slog.LevelError, "retry: classifier panicked; the call ends",
+				slog.Any("panic", v), slog.String("stack", string(perr.Stack)))
+		}
+	}()
+	return m.classify(ctx, err, now), nil
 }
 
 // classify gives the classification of err, the error of an attempt that
@@ -507,6 +588,7 @@ func (m *Middleware) classify(ctx context.Context, err error, now time.Time) Cla
 // record fills the call's event for attempt n and hands it to the sink. c
 // is nil for a success.
 func (r *run) record(n int, eventID string, started, finished time.Time, rep Report, c *Classification, final bool) {
+	r.eventDue = false // handed over once, even if the sink panics
 	ev := &r.ev
 	ev.EventID = eventID
 	ev.Attempt = n
@@ -530,25 +612,41 @@ func (r *run) record(n int, eventID string, started, finished time.Time, rep Rep
 	r.m.publish(r.pubCtx, ev)
 }
 
-// publish hands ev to the sink; a refusal is counted, logged and passed to
-// OnSinkError, and never changes the call's result.
+// publish hands ev to the sink; a refusal (a panic included) is counted,
+// logged and passed to OnSinkError, and never changes the call's result.
 func (m *Middleware) publish(ctx context.Context, ev *events.Attempt) {
-	err := m.sink.Publish(ctx, ev)
+	err := m.publishSafely(ctx, ev)
 	if err == nil {
 		m.published.Add(1)
 		return
 	}
 	m.sinkErrors.Add(1)
-	m.logger.LogAttrs(ctx, slog.LevelError, "retry: attempt event lost: the sink refused it",
+	attrs := []slog.Attr{
 		slog.String("request_id", ev.RequestID),
 		slog.String("session_id", ev.SessionID),
 		slog.String("event_id", ev.EventID),
 		slog.Int("attempt", ev.Attempt),
 		slog.Bool("final", ev.Final),
-		slog.Any("error", err))
+		slog.Any("error", err),
+	}
+	if pe, ok := err.(*PanicError); ok {
+		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
+	}
+	m.logger.LogAttrs(ctx, slog.LevelError, "retry: attempt event lost: the sink refused it", attrs...)
 	if m.onSinkError != nil {
 		m.onSinkError(ev, err)
 	}
+}
+
+// publishSafely calls the sink, turning its panic into a *PanicError.
+func (m *Middleware) publishSafely(ctx context.Context, ev *events.Attempt) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			m.panics.Add(1)
+			err = newPanicError("sink", v)
+		}
+	}()
+	return m.sink.Publish(ctx, ev)
 }
 
 // breakerCache finds the breaker of a call's upstream without building the
