@@ -21,7 +21,7 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var cf connFlags
 	cf.register(fs)
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "the live aggregators' --lease-ttl")
-	batch := fs.Int("batch", 10000, "most events applied per batch")
+	batch := fs.Int("batch", projection.DefaultBatchSize, "most events applied per batch of the scratch projection")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return err

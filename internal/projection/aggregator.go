@@ -262,6 +262,9 @@ func (a *Aggregator) Stats() Stats {
 func (a *Aggregator) Run(ctx context.Context) error {
 	res, err := openResources(ctx, a.cfg.JS, a.cfg.Topology, a.cfg.Names)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return err
 	}
 	for _, b := range []*bucket{res.requests, res.sessions, res.stateW} {

@@ -200,7 +200,11 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 		if !s.dirty || s.delta == (Totals{}) {
 			continue
 		}
+		was := s.rec.Saturated
 		s.rec.Totals = s.rec.Totals.Add(s.delta)
+		if s.rec.Saturated && !was {
+			b.agg.log.Warn("aggregator: a session's sums passed 2^63-1 and stay there (saturated)", "session", key, "seq", q)
+		}
 		s.rec.Seq = max(s.rec.Seq, q)
 		j.sesPuts = append(j.sesPuts, put{key: key, value: buf.add(s.rec.appendJSON)})
 		j.sesWritten = append(j.sesWritten, s)

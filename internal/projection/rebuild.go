@@ -186,6 +186,11 @@ func (r *rebuild) run(ctx context.Context) error {
 	if err := purgeScratch(ctx, r.cfg.JS, ScratchNames()); err != nil {
 		return err
 	}
+	// Created here, not by the scratch projection, which may be stopped
+	// before it has started (an empty stream).
+	if _, err := openResources(ctx, r.cfg.JS, r.cfg.Topology, ScratchNames()); err != nil {
+		return err
+	}
 	scratch, err := New(Config{JS: r.cfg.JS, Topology: r.cfg.Topology, Names: ScratchNames(), Apply: r.cfg.Apply,
 		BatchSize: r.cfg.BatchSize, InstanceID: r.id, LeaseTTL: r.cfg.LeaseTTL, Logger: r.cfg.Logger, Rules: r.cfg.Rules,
 		Now: r.cfg.Now, Faults: r.cfg.Faults})

@@ -220,3 +220,14 @@ func TestRebuildRefusesAgedOutStream(t *testing.T) {
 	require.ErrorIs(t, err, ErrStreamIncomplete)
 	require.Contains(t, err.Error(), "cannot be replayed")
 }
+
+// A rebuild of an empty stream switches to an empty ledger at once.
+func TestRebuildEmptyStream(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: 300 * time.Millisecond}))
+	switching, err := Switching(ctx, e.js)
+	require.NoError(t, err)
+	require.False(t, switching)
+}
