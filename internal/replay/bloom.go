@@ -19,8 +19,10 @@ const bloomBits = 8 << 20
 
 const bloomHashes = 7
 
-func newBloom() *bloom {
-	return &bloom{bits: make([]uint64, bloomBits/64), seed: maphash.MakeSeed()}
+func newBloom() *bloom { return newBloomBits(bloomBits) }
+
+func newBloomBits(n int) *bloom {
+	return &bloom{bits: make([]uint64, n/64), seed: maphash.MakeSeed()}
 }
 
 func (b *bloom) positions(key string) (uint64, uint64) {

@@ -72,7 +72,24 @@ func eachKV(ctx context.Context, js jetstream.JetStream, stream, prefix string, 
 			return err
 		}
 		if md.NumPending == 0 {
-			return nil
+			// The count can lag behind deletes of messages not yet
+			// delivered (a key rewritten meanwhile); the stream itself
+			// says whether anything comes after.
+			more, err := anyAfter(ctx, js, stream, prefix+">", md.Sequence.Stream)
+			if err != nil || !more {
+				return err
+			}
 		}
 	}
+}
+
+// anyAfter reports whether the stream holds a message on subject after
+// sequence seq.
+func anyAfter(ctx context.Context, js jetstream.JetStream, stream, subject string, seq uint64) (bool, error) {
+	more := false
+	err := nextBySubject(ctx, js.Conn(), stream, subject, seq+1, ^uint64(0), func(rawMsg) bool {
+		more = true
+		return false
+	})
+	return more, err
 }

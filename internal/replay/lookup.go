@@ -12,6 +12,9 @@ type first struct {
 	id, session string // from the message
 	seq         uint64
 	valid       bool // the message was accepted (else only a spilled record matters)
+	// fresh: the request was never finished, so it is new (no lookup of
+	// its live record or drift entry is needed).
+	fresh bool
 	// drift is the request's owner when the in-memory drift set holds it.
 	drift string
 	// askSpill and askDrift: the scratch buckets may hold it.
@@ -62,8 +65,11 @@ func (v *verifier) candidates(b *batch, skip func(id string) bool) []first {
 		}
 		if f := &out[j]; m.ev != nil && !f.valid {
 			f.valid, f.seq, f.session = true, m.seq, m.ev.SessionID
-			f.drift, _ = v.drift.memOwner(id)
-			f.askDrift = f.drift == "" && v.drift.spilled.mayHave(id)
+			f.fresh = !v.finished.mayHave(id)
+			if !f.fresh {
+				f.drift, _ = v.drift.memOwner(id)
+				f.askDrift = f.drift == "" && v.drift.spilled.mayHave(id)
+			}
 		}
 	}
 	keep := out[:0]
@@ -92,17 +98,20 @@ func (v *verifier) prepare(ctx context.Context, b *batch, prev *batch) {
 }
 
 // lookup asks the server, on its own goroutine, for what resolving firsts
-// needs: each request's live record, the last message on its subject up
-// to the target if it comes after the batch ending at end, and, when the
-// scratch buckets may hold them, its spilled record and drift entry. The
+// needs: the last message on each request's subject up to the target if
+// it comes after the batch ending at end, and, for a request that may
+// have finished before, its live record, and when the scratch buckets may
+// hold them, its spilled record and drift entry. The
 // requests go out at once; the answer is one round trip.
 func (v *verifier) lookup(ctx context.Context, firsts []first, end uint64) <-chan lookupResult {
 	out := make(chan lookupResult, 1)
 	var liveSubj, lastSubj, spillKeys, driftKeys []string
 	for _, f := range firsts {
 		if f.valid {
-			liveSubj = append(liveSubj, liveRequestPrefix+f.id)
 			lastSubj = append(lastSubj, events.Subject(f.session, f.id))
+		}
+		if f.valid && !f.fresh {
+			liveSubj = append(liveSubj, liveRequestPrefix+f.id)
 		}
 		if f.askSpill {
 			spillKeys = append(spillKeys, f.id)

@@ -17,9 +17,10 @@ type openReq struct {
 	// last is the sequence of the last message on the request's subject up
 	// to the target: once it is replayed, the request is finished.
 	last uint64
-	// live is its live record as read when first met, when inLive.
-	live   []byte
-	inLive bool
+	// live is its live record, when inLive; found: the live bucket has the
+	// key (a value or a delete marker). haveLive: read already.
+	live                    []byte
+	inLive, found, haveLive bool
 	// base is the request at the checkpoint, and post its events after it,
 	// once there are any.
 	base    *projection.Request
@@ -46,6 +47,13 @@ type openSet struct {
 
 func newOpenSet(v *verifier) *openSet {
 	return &openSet{reqs: map[string]*openReq{}, scratch: v.scratch}
+}
+
+func (r *openReq) setLive(data []byte, found, inLive bool) {
+	r.found, r.inLive, r.haveLive = found, inLive, true
+	if inLive {
+		r.live = data
+	}
 }
 
 func (s *openSet) has(id string) bool { _, ok := s.reqs[id]; return ok }
@@ -117,12 +125,14 @@ func (s *openSet) checkEmpty() error {
 
 // spilledReq is an openReq in the scratch bucket.
 type spilledReq struct {
-	Rec    *projection.Request `json:"rec"`
-	Last   uint64              `json:"last"`
-	Live   []byte              `json:"live,omitempty"`
-	InLive bool                `json:"in_live,omitempty"`
-	Base   *projection.Request `json:"base,omitempty"`
-	Post   []spilledEvent      `json:"post,omitempty"`
+	Rec      *projection.Request `json:"rec"`
+	Last     uint64              `json:"last"`
+	Live     []byte              `json:"live,omitempty"`
+	InLive   bool                `json:"in_live,omitempty"`
+	Found    bool                `json:"found,omitempty"`
+	HaveLive bool                `json:"have_live,omitempty"`
+	Base     *projection.Request `json:"base,omitempty"`
+	Post     []spilledEvent      `json:"post,omitempty"`
 }
 
 type spilledEvent struct {
@@ -131,7 +141,7 @@ type spilledEvent struct {
 }
 
 func encodeOpen(r *openReq) ([]byte, error) {
-	s := spilledReq{Rec: r.rec, Last: r.last, Live: r.live, InLive: r.inLive, Base: r.base}
+	s := spilledReq{Rec: r.rec, Last: r.last, Live: r.live, InLive: r.inLive, Found: r.found, HaveLive: r.haveLive, Base: r.base}
 	for _, pe := range r.post {
 		data, err := events.Marshal(pe.ev)
 		if err != nil {
@@ -150,7 +160,7 @@ func decodeOpen(data []byte) (*openReq, error) {
 	if s.Rec == nil {
 		return nil, fmt.Errorf("no record")
 	}
-	r := &openReq{rec: s.Rec, last: s.Last, live: s.Live, inLive: s.InLive, base: s.Base}
+	r := &openReq{rec: s.Rec, last: s.Last, live: s.Live, inLive: s.InLive, found: s.Found, haveLive: s.HaveLive, base: s.Base}
 	for _, se := range s.Post {
 		ev, err := events.Decode(se.Event)
 		if err != nil {

@@ -36,11 +36,18 @@ func (v *verifier) process(ctx context.Context, b *batch) error {
 	if err != nil {
 		return err
 	}
+	var finished []*openReq
 	for _, r := range touched {
 		if r.last <= b.end {
-			if err := v.finish(ctx, r); err != nil {
-				return err
-			}
+			finished = append(finished, r)
+		}
+	}
+	if err := v.liveFor(ctx, finished, b.end); err != nil {
+		return err
+	}
+	for _, r := range finished {
+		if err := v.finish(ctx, r); err != nil {
+			return err
 		}
 	}
 	return v.open.spill(ctx, v.lim.open)
@@ -89,7 +96,7 @@ func (v *verifier) resolve(ctx context.Context, b *batch, firsts []first, res lo
 			continue
 		}
 		live, found := res.live[f.id]
-		if found && !live.deleted && !v.liveSessionIs(live.data, f.id, f.session) {
+		if !f.fresh && found && !live.deleted && !v.liveSessionIs(live.data, f.id, f.session) {
 			owner, err := v.ownerBefore(ctx, live.data, f)
 			if err != nil {
 				return err
@@ -104,11 +111,8 @@ func (v *verifier) resolve(ctx context.Context, b *batch, firsts []first, res lo
 			last = l
 		}
 		r := &openReq{rec: projection.NewRequest(f.id, f.session), last: last}
-		if found {
-			v.liveFound++
-			if !live.deleted {
-				r.live, r.inLive = append([]byte(nil), live.data...), true
-			}
+		if !f.fresh {
+			r.setLive(live.data, found, found && !live.deleted)
 		}
 		v.open.reqs[f.id] = r
 	}
@@ -229,6 +233,39 @@ func cloneRequest(r *projection.Request) *projection.Request {
 	return &c
 }
 
+// liveFor gives every finished request its live record: from the window,
+// else by a direct get (one round trip for all of them).
+func (v *verifier) liveFor(ctx context.Context, rs []*openReq, end uint64) error {
+	if err := v.window.fill(ctx, end); err != nil {
+		return err
+	}
+	var miss []string
+	for _, r := range rs {
+		if r.haveLive {
+			continue
+		}
+		if w, ok := v.window.take(r.rec.RequestID); ok {
+			r.setLive(w.value, true, !w.deleted)
+			continue
+		}
+		miss = append(miss, liveRequestPrefix+r.rec.RequestID)
+	}
+	if len(miss) == 0 {
+		return nil
+	}
+	got, err := v.liveRecords(ctx, miss)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if !r.haveLive {
+			m, found := got[r.rec.RequestID]
+			r.setLive(append([]byte(nil), m.data...), found, found && !m.deleted)
+		}
+	}
+	return nil
+}
+
 // finish adds a finished request to its session's totals, compares it
 // with its live record and forgets it.
 func (v *verifier) finish(ctx context.Context, r *openReq) error {
@@ -247,6 +284,10 @@ func (v *verifier) finish(ctx context.Context, r *openReq) error {
 	if err := v.compareFinished(ctx, r, atP); err != nil {
 		return err
 	}
+	if r.found {
+		v.liveFound++
+	}
+	v.finished.add(r.rec.RequestID)
 	v.open.forget(r)
 	return nil
 }

@@ -92,9 +92,19 @@ type limits struct {
 	sessions int // sessions held in memory
 	late     int // live sessions newer than the checkpoint
 	drift    int // request IDs the live ledger cannot vouch for, in memory
+	window   int // live request records read ahead
 }
 
-var defaultLimits = limits{batch: 8192, open: 20_000, sessions: 200_000, late: 100_000, drift: 100_000}
+var defaultLimits = limits{batch: 8192, open: 20_000, sessions: 200_000, late: 100_000, drift: 100_000, window: 32_768}
+
+// windowAhead is how far (in stream sequences) past the replay the window
+// of live request records reads: beyond an aggregator batch.
+const windowAhead = 32_768
+
+// finishedBloomBits sizes the filter of finished requests (16 MiB):
+// under one false positive in a million at 3 million requests; more
+// requests cost more lookups, never correctness.
+const finishedBloomBits = 128 << 20
 
 func (o Options) limits() limits {
 	l := defaultLimits
@@ -118,6 +128,10 @@ type verifier struct {
 	sess   *sessionStore
 	open   *openSet
 	drift  *driftSet
+	window *liveWindow
+	// finished holds every request the replay finished: one it never
+	// finished is certainly new when met.
+	finished *bloom
 	// liveFound counts the requests whose live record the replay read and
 	// found (a value or a delete marker).
 	liveFound uint64
@@ -206,6 +220,9 @@ func (v *verifier) run(ctx context.Context, stream jetstream.Stream) error {
 	v.rej = rej
 	v.open = newOpenSet(v)
 	v.drift = newDriftSet(v.lim.drift, v.scratch)
+	v.finished = newBloomBits(finishedBloomBits)
+	v.window = openWindow(ctx, v.js, v.lim.window, windowAhead)
+	defer v.window.stop()
 	if err := v.replay(ctx, stream); err != nil {
 		return err
 	}
