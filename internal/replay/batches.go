@@ -24,7 +24,9 @@ type scanned struct {
 // readStream delivers the messages of LEDGER_ATTEMPTS from sequence 1
 // through last, decoded, on out; stop ends the consumer.
 func readStream(ctx context.Context, stream jetstream.Stream, last uint64, out chan<- scanned) (stop func(), err error) {
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AttemptsSubjects}})
+	// No filter: the stream holds only attempt subjects, and a filter
+	// makes the server match every message against it.
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
 	}

@@ -338,3 +338,16 @@ func TestOpenRequestRoundTrip(t *testing.T) {
 	_, err = decodeOpen([]byte(`{}`))
 	require.Error(t, err)
 }
+
+// The contract prefix verify compares is exactly the beginning of the
+// stored form the aggregator writes.
+func TestAppendContractIsTheStoredPrefix(t *testing.T) {
+	r := projection.NewRequest("req-\u00e9\"x", "sess-1")
+	r.Apply(event(3, "sess-1", "req-\u00e9\"x", 0, false, 40, 2))
+	r.Apply(event(4, "sess-1", "req-\u00e9\"x", 1, true, 41, 7))
+	stored, err := r.MarshalJSON()
+	require.NoError(t, err)
+	prefix := appendContract(nil, &r.RequestView)
+	require.True(t, strings.HasPrefix(string(stored), string(prefix)), "%s\n%s", stored, prefix)
+	require.True(t, strings.HasSuffix(string(prefix), `,"log":`))
+}

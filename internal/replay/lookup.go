@@ -33,9 +33,8 @@ type lookupResult struct {
 // firsts lists the requests of b not in memory and not in prev (whose
 // requests will be by the time b is applied).
 func (v *verifier) firsts(b *batch, prev *batch) []first {
-	var inPrev map[string]bool
+	inPrev := v.scratchSet(&v.inPrev)
 	if prev != nil {
-		inPrev = make(map[string]bool, len(prev.msgs))
 		for i := range prev.msgs {
 			if id, ok := requestOf(&prev.msgs[i]); ok {
 				inPrev[id] = true
@@ -45,11 +44,24 @@ func (v *verifier) firsts(b *batch, prev *batch) []first {
 	return v.candidates(b, func(id string) bool { return inPrev[id] || v.open.has(id) })
 }
 
+// scratchSet empties and returns a set kept for reuse across batches.
+func (v *verifier) scratchSet(m *map[string]bool) map[string]bool {
+	if *m == nil {
+		*m = make(map[string]bool, v.lim.batch)
+	}
+	clear(*m)
+	return *m
+}
+
 // candidates lists the requests of b that skip does not exclude, each at
 // its first accepted message (or, with none, at its first message, when a
 // spilled record may be waiting for it).
 func (v *verifier) candidates(b *batch, skip func(id string) bool) []first {
-	at := map[string]int{}
+	if v.at == nil {
+		v.at = make(map[string]int, v.lim.batch)
+	}
+	at := v.at
+	clear(at)
 	var out []first
 	for i := range b.msgs {
 		m := &b.msgs[i]

@@ -137,6 +137,8 @@ type verifier struct {
 	liveFound uint64
 	scratch   *scratch
 	buf       []byte
+	inPrev    map[string]bool // reused by firsts
+	at        map[string]int  // reused by candidates
 }
 
 // Verify recomputes the ledger from the stream under the current code
