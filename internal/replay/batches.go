@@ -107,16 +107,26 @@ func (v *verifier) replay(ctx context.Context, stream jetstream.Stream) error {
 		progress(0, 0)
 		return nil
 	}
-	in := make(chan scanned, v.lim.batch)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	in := make(chan scanned, v.lim.batch/2)
 	stop, err := readStream(ctx, stream, v.target, in)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	var cur *batch
+	var cur, next *batch
+	defer func() { // a lookup under way when the replay fails ends with ctx
+		for _, b := range []*batch{cur, next} {
+			if b != nil && b.look != nil {
+				cancel()
+				<-b.look
+			}
+		}
+	}()
 	var pos uint64
 	for {
-		var next *batch
+		next = nil
 		if pos < v.target {
 			if next, err = v.nextBatch(ctx, in, pos); err != nil {
 				return err
@@ -126,17 +136,14 @@ func (v *verifier) replay(ctx context.Context, stream jetstream.Stream) error {
 		}
 		if cur != nil {
 			if err := v.process(ctx, cur); err != nil {
-				if next != nil {
-					<-next.look
-				}
 				return err
 			}
 			progress(cur.end, v.target)
 		}
-		if next == nil {
+		cur = next
+		if cur == nil {
 			break
 		}
-		cur = next
 	}
 	return v.open.checkEmpty()
 }

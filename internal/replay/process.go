@@ -15,6 +15,7 @@ import (
 // and spills requests in progress past the memory bound.
 func (v *verifier) process(ctx context.Context, b *batch) error {
 	res := <-b.look
+	b.look = nil
 	if res.err != nil {
 		return res.err
 	}
