@@ -75,7 +75,7 @@ func eachKV(ctx context.Context, js jetstream.JetStream, stream, prefix string, 
 			// The count can lag behind deletes of messages not yet
 			// delivered (a key rewritten meanwhile); the stream itself
 			// says whether anything comes after.
-			more, err := anyAfter(ctx, js, stream, prefix+">", md.Sequence.Stream)
+			more, err := anyAfter(ctx, s, prefix+">", md.Sequence.Stream)
 			if err != nil || !more {
 				return err
 			}
@@ -83,13 +83,15 @@ func eachKV(ctx context.Context, js jetstream.JetStream, stream, prefix string, 
 	}
 }
 
-// anyAfter reports whether the stream holds a message on subject after
+// anyAfter reports whether stream holds a message on subject after
 // sequence seq.
-func anyAfter(ctx context.Context, js jetstream.JetStream, stream, subject string, seq uint64) (bool, error) {
-	more := false
-	err := nextBySubject(ctx, js.Conn(), stream, subject, seq+1, ^uint64(0), func(rawMsg) bool {
-		more = true
-		return false
-	})
-	return more, err
+func anyAfter(ctx context.Context, stream jetstream.Stream, subject string, seq uint64) (bool, error) {
+	_, err := stream.GetMsg(ctx, seq+1, jetstream.WithGetMsgSubject(subject))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("replay: reading %s: %w", stream.CachedInfo().Config.Name, err)
+	}
+	return true, nil
 }

@@ -67,14 +67,14 @@ func readRejections(ctx context.Context, js jetstream.JetStream, c *diffs, upTo 
 	go func() {
 		defer close(finished)
 		defer close(live)
-		errc <- readRejected(rctx, stream, info.State.LastSeq, upTo, live)
+		errc <- readRejected(rctx, stream, upTo, live)
 	}()
 	return r, func() { cancel(); <-finished }, nil
 }
 
-// readRejected sends the records of stream through its sequence last,
+// readRejected sends the records of stream in order until none follows,
 // stopping after the first beyond original sequence upTo.
-func readRejected(ctx context.Context, stream jetstream.Stream, last, upTo uint64, out chan<- rejection) error {
+func readRejected(ctx context.Context, stream jetstream.Stream, upTo uint64, out chan<- rejection) error {
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", events.RejectedStream, err)
@@ -99,8 +99,14 @@ func readRejected(ctx context.Context, stream jetstream.Stream, last, upTo uint6
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if md.Sequence.Stream >= last || r.seq > upTo {
+		if r.seq > upTo {
 			return nil
+		}
+		if md.NumPending == 0 {
+			more, err := anyAfter(ctx, stream, events.RejectedSubjects, md.Sequence.Stream)
+			if err != nil || !more {
+				return err
+			}
 		}
 	}
 }
