@@ -82,8 +82,14 @@ func TestVerifyComparesRejections(t *testing.T) {
 	}
 	republish := func(m *jetstream.RawStreamMsg, body []byte) {
 		out := nats.NewMsg(m.Subject)
-		out.Header, out.Data = m.Header, body
-		out.Header.Del(nats.MsgIdHdr) // else JetStream drops it as a duplicate
+		out.Data = body
+		for k, v := range m.Header {
+			// Not the message ID (JetStream would drop it as a duplicate)
+			// nor the writer's expectations of the stream.
+			if k != nats.MsgIdHdr && !strings.HasPrefix(k, "Nats-Expected") {
+				out.Header[k] = v
+			}
+		}
 		_, err := js.PublishMsg(ctx, out)
 		require.NoError(t, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,16 +30,16 @@ func (v *verifier) liveOnlyRequests(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("replay: opening %s: %w", events.RequestsBucket, err)
 	}
-	info, err := s.Info(ctx)
+	ids, err := requestKeys(ctx, s)
 	if err != nil {
-		return fmt.Errorf("replay: reading %s: %w", events.RequestsBucket, err)
+		return err
 	}
-	if info.State.NumSubjects == v.liveFound {
+	if ids == v.liveFound {
 		return nil
 	}
 	var pending []liveReq
 	err = eachKV(ctx, v.js, "KV_"+events.RequestsBucket, liveRequestPrefix, func(e kvEntry) error {
-		if e.deleted {
+		if e.deleted || strings.Contains(e.key, ".") {
 			return nil
 		}
 		pending = append(pending, parseLiveReq(e))
@@ -53,6 +54,21 @@ func (v *verifier) liveOnlyRequests(ctx context.Context) error {
 		return err
 	}
 	return v.checkLiveOnly(ctx, pending)
+}
+
+// requestKeys counts the keys of ledger_requests that can be request IDs:
+// all but those with a dot (an ID has none), such as the aggregator's
+// fence marker.
+func requestKeys(ctx context.Context, s jetstream.Stream) (uint64, error) {
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("replay: reading %s: %w", events.RequestsBucket, err)
+	}
+	dotted, err := s.Info(ctx, jetstream.WithSubjectFilter(liveRequestPrefix+"*.>"))
+	if err != nil {
+		return 0, fmt.Errorf("replay: reading %s: %w", events.RequestsBucket, err)
+	}
+	return info.State.NumSubjects - uint64(len(dotted.State.Subjects)), nil
 }
 
 // liveReq is a live request record with what the pass needs of it.
