@@ -130,7 +130,7 @@ func TestVerifyBeyondItsMemoryBounds(t *testing.T) {
 	seqs := invalidMix(t, js, w)
 	require.Len(t, seqs, 5)
 	project(t, js, nil)
-	tiny := limits{batch: 16, open: 4, sessions: 2, late: 10, drift: 1}
+	tiny := limits{batch: 16, open: 4, sessions: 2, late: 10, drift: 1, window: 3}
 	d := verify(t, js, Options{bounds: tiny})
 	require.True(t, d.Identical(), "%+v", d.Diffs)
 	require.Equal(t, len(w.Requests), d.RequestsChecked)
@@ -282,7 +282,7 @@ func TestVerifyConflictsAfterTheRequestFinished(t *testing.T) {
 			for id, session := range tc.tamper {
 				rewriteRequest(t, js, id, session)
 			}
-			for _, b := range []limits{defaultLimits, {batch: 8, open: 2, sessions: 2, late: 4, drift: 1}} {
+			for _, b := range []limits{defaultLimits, {batch: 8, open: 2, sessions: 2, late: 4, drift: 1, window: 2}} {
 				d := verify(t, js, Options{bounds: b})
 				require.Equal(t, 3, d.RejectionsChecked)
 				require.Zero(t, d.RejectionsDiffer, "%+v", d.Diffs)

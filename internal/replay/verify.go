@@ -101,9 +101,10 @@ var defaultLimits = limits{batch: 8192, open: 20_000, sessions: 200_000, late: 1
 // of live request records reads: beyond an aggregator batch.
 const windowAhead = 32_768
 
-// finishedBloomBits sizes the filter of finished requests (16 MiB):
-// under one false positive in a million at 3 million requests; more
-// requests cost more lookups, never correctness.
+// finishedBloomBits sizes the filter of finished requests (16 MiB): about
+// one false positive in a million at 3 million requests, two in a
+// thousand at 10 million; a false positive costs a lookup, never
+// correctness.
 const finishedBloomBits = 128 << 20
 
 func (o Options) limits() limits {

@@ -109,7 +109,7 @@ func TestVerifyWhileLive(t *testing.T) {
 			}
 		}
 	}()
-	tiny := limits{batch: 5, open: 3, sessions: 2, late: 10, drift: 1}
+	tiny := limits{batch: 5, open: 3, sessions: 2, late: 10, drift: 1, window: 4}
 	runs := 0
 	for busy := true; busy; runs++ {
 		select {
