@@ -40,7 +40,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./internal/events/
 
 # The benchmark harness of the performance targets (cmd/bench): publish,
-# raw consume, aggregator catch-up, peak RSS, middleware overhead; results
+# raw consume, aggregator catch-up, rebuild, verify (the built aggregator
+# verify command, as it ships), peak RSS, middleware overhead; results
 # under bench/results/. Quick run: make bench BENCH_SCALE=0.1 (also
 # BENCH_EVENTS, BENCH_WORKLOADS=a,b,c). Go benchmarks: make gobench.
 bench:

@@ -7,14 +7,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"text/tabwriter"
 
 	"github.com/agentledger/ledger/internal/progress"
 	"github.com/agentledger/ledger/internal/replay"
 )
 
-// verifyCmd recomputes the ledger from the stream in memory and compares it
-// with the live buckets. Exit 0: identical; 1: drift; 2: error.
+// verifyCmd recomputes the ledger from the stream and compares it with the
+// live buckets and rejections, in bounded memory. Exit 0: identical; 1:
+// drift; 2: error.
 func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer, o replay.Options) error {
 	fs := newFlagSet("verify", stderr)
 	var cf connFlags
@@ -30,6 +33,7 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer, o r
 	if *limit < 0 {
 		return fmt.Errorf("--limit: %d must not be negative", *limit)
 	}
+	limitVerifyMemory()
 	conn, err := cf.open("ledger-verify")
 	if err != nil {
 		return err
@@ -37,6 +41,7 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer, o r
 	defer conn.Close()
 	meter := progress.New(stderr, "verify", progress.Options{})
 	o.Progress = meter.Update
+	o.MaxDiffs = *limit
 	d, err := replay.Verify(ctx, conn.JS, o)
 	meter.Finish()
 	if err != nil {
@@ -61,11 +66,11 @@ func writeDriftJSON(w io.Writer, d *replay.Drift, limit int) error {
 		*replay.Drift
 		Identical bool `json:"identical"`
 		Omitted   int  `json:"differences_omitted"`
-	}{Drift: d, Identical: d.Identical()}
+	}{Drift: d, Identical: d.Identical(), Omitted: d.DiffCount - len(d.Diffs)}
 	if limit > 0 && len(d.Diffs) > limit {
 		c := *d
 		c.Diffs = d.Diffs[:limit]
-		out.Drift, out.Omitted = &c, len(d.Diffs)-limit
+		out.Drift, out.Omitted = &c, d.DiffCount-limit
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -90,19 +95,29 @@ func writeDriftTable(w io.Writer, d *replay.Drift, limit int) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		if limit > 0 && len(d.Diffs) > limit {
-			fmt.Fprintf(w, "... %d more differences (--limit 0 prints all)\n", len(d.Diffs)-limit)
+		if shown := min(len(d.Diffs), max(limit, 0)); limit > 0 && d.DiffCount > shown {
+			fmt.Fprintf(w, "... %d more differences (--limit 0 prints all)\n", d.DiffCount-shown)
 		}
 	}
 	verdict := "identical"
 	if !d.Identical() {
-		verdict = fmt.Sprintf("%s and %s differ; live minus recomputed: usage %s tokens, billed %s tokens",
-			plural(d.SessionsDiffer, "session"), plural(d.RequestsDiffer, "request"),
+		verdict = fmt.Sprintf("%s, %s and %s differ; live minus recomputed: usage %s tokens, billed %s tokens",
+			plural(d.SessionsDiffer, "session"), plural(d.RequestsDiffer, "request"), plural(d.RejectionsDiffer, "rejection"),
 			signed(d.UsageTokenDelta), signed(d.BilledTokenDelta))
 	}
-	_, err := fmt.Fprintf(w, "checked %s and %s at live checkpoint %d: %s\n",
-		plural(d.SessionsChecked, "session"), plural(d.RequestsChecked, "request"), d.Checkpoint, verdict)
+	_, err := fmt.Fprintf(w, "checked %s, %s and %s at live checkpoint %d: %s\n",
+		plural(d.SessionsChecked, "session"), plural(d.RequestsChecked, "request"), plural(d.RejectionsChecked, "rejection"),
+		d.Checkpoint, verdict)
 	return err
+}
+
+// limitVerifyMemory sets verify's soft memory limit (replay.MemoryLimit),
+// unless GOMEMLIMIT sets one: verify's working set is bounded, and the
+// limit keeps the garbage collector from letting the heap double it.
+func limitVerifyMemory() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(replay.MemoryLimit)
+	}
 }
 
 func plural(n int, what string) string {

@@ -17,15 +17,13 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/projection"
-	"github.com/agentledger/ledger/internal/replay"
 )
 
 // The hidden subcommands run in child processes.
 const (
 	childAggregate = "aggregate"
 	childRaw       = "raw"
-	childVerify    = "verify"  // after childAggregate: the live ledger exists
-	childRebuild   = "rebuild" // after childVerify
+	childRebuild   = "rebuild" // after verify
 )
 
 // childResult is what a child prints on stdout, as JSON.
@@ -80,8 +78,6 @@ func runChild(kind string, args []string) error {
 	switch kind {
 	case childRaw:
 		res, err = rawConsume(ctx, js, *last)
-	case childVerify:
-		res, err = verify(ctx, js, *last)
 	case childRebuild:
 		res, err = rebuild(ctx, js, *last, *batch)
 	default:
@@ -175,21 +171,6 @@ func aggregate(ctx context.Context, js jetstream.JetStream, last uint64, batch i
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		return childResult{}, fmt.Errorf("aggregator: %w", err)
-	}
-	return childResult{Events: last, Seconds: elapsed.Seconds(), Rate: float64(last) / elapsed.Seconds()}, nil
-}
-
-// verify runs aggregator verify on the ledger the aggregate child left;
-// anything but "identical" is an error.
-func verify(ctx context.Context, js jetstream.JetStream, last uint64) (childResult, error) {
-	start := time.Now()
-	d, err := replay.Verify(ctx, js, replay.Options{})
-	if err != nil {
-		return childResult{}, err
-	}
-	elapsed := time.Since(start)
-	if !d.Identical() || d.Checkpoint != last {
-		return childResult{}, fmt.Errorf("verify: checkpoint %d of %d, %d sessions and %d requests differ", d.Checkpoint, last, d.SessionsDiffer, d.RequestsDiffer)
 	}
 	return childResult{Events: last, Seconds: elapsed.Seconds(), Rate: float64(last) / elapsed.Seconds()}, nil
 }

@@ -7,9 +7,10 @@
 //
 //	go run ./cmd/bench [--scale 0.1] [--events N] [--workloads a,b,c]
 //
-// The raw consumer and the aggregator each run in a child process (this
-// binary re-executed with a hidden subcommand) so that their rates and
-// peak RSS compare like with like.
+// The raw consumer, the aggregator and rebuild each run in a child
+// process (this binary re-executed with a hidden subcommand) so that their
+// rates and peak RSS compare like with like; verify runs as the built
+// `aggregator verify` command, with its own memory limit and defaults.
 package main
 
 import (
@@ -26,7 +27,7 @@ import (
 func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case childAggregate, childRaw, childVerify, childRebuild:
+		case childAggregate, childRaw, childRebuild:
 			if err := runChild(os.Args[1], os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "bench:", err)
 				os.Exit(1)
@@ -56,6 +57,9 @@ type config struct {
 	Seed      uint64   `json:"seed"`
 	Batch     int      `json:"aggregator_batch_size,omitempty"`
 	Out       string   `json:"-"`
+	// Aggregator is the built aggregator command that verify runs as;
+	// empty: the harness builds cmd/aggregator.
+	Aggregator string `json:"-"`
 	// Profile, when set, is a directory for CPU profiles of the server
 	// (this process) and of each child, and heap profiles of the children.
 	Profile string `json:"-"`
@@ -88,6 +92,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload generator")
 	fs.IntVar(&cfg.Batch, "batch", 0, "aggregator BatchSize (0: the aggregator's default)")
 	fs.StringVar(&cfg.Out, "out", "bench/results", "directory of the JSON results")
+	fs.StringVar(&cfg.Aggregator, "aggregator", "", "the built aggregator command, run for verify as it ships (default: build cmd/aggregator)")
 	fs.StringVar(&cfg.Profile, "profile", "", "directory for pprof profiles: the server's CPU during each child, each child's CPU and peak heap")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

@@ -48,12 +48,15 @@ type workloadResult struct {
 	Raw         childRun   `json:"raw_consume"`
 	Aggregator  childRun   `json:"aggregator"`
 	Ratio       float64    `json:"ratio"`
-	// Verify is aggregator verify of the ledger the aggregator built;
-	// Rebuild is aggregator rebuild of it (Rate: the projection phase).
-	Verify       childRun `json:"verify"`
-	Rebuild      childRun `json:"rebuild"`
-	VerifyRatio  float64  `json:"verify_ratio"`
-	RebuildRatio float64  `json:"rebuild_ratio"`
+	// Verify is the aggregator verify command of the ledger the aggregator
+	// built, as it ships; Rebuild is aggregator rebuild of it (Rate: the
+	// projection phase). VerifyVsAggregator is verify's rate over the
+	// aggregator's catch-up rate.
+	Verify             childRun `json:"verify"`
+	Rebuild            childRun `json:"rebuild"`
+	VerifyRatio        float64  `json:"verify_ratio"`
+	VerifyVsAggregator float64  `json:"verify_vs_aggregator"`
+	RebuildRatio       float64  `json:"rebuild_ratio"`
 }
 
 type results struct {
@@ -69,6 +72,12 @@ type results struct {
 func run(ctx context.Context, cfg config) error {
 	res := results{Started: time.Now().UTC(), Machine: describeMachine(), Config: cfg,
 		RawMethod: "ordered consumer (as the aggregator), PullMaxMessages 20000, no acks; events.Decode of every event"}
+	bin, cleanup, err := aggregatorBinary(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	cfg.Aggregator = bin
 	specs := map[string]bench.Spec{}
 	for _, s := range bench.Standard(cfg.Scale) {
 		if cfg.Events > 0 {
@@ -179,13 +188,14 @@ func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResu
 		return w, err
 	}
 	w.Ratio = w.Aggregator.Rate / w.Raw.Rate
-	if w.Verify, err = runChildProcess(ctx, cfg, spec.Name, childVerify, srv.URL(), last); err != nil {
+	if w.Verify, err = runVerifyCommand(ctx, cfg, srv.URL(), last); err != nil {
 		return w, err
 	}
 	if w.Rebuild, err = runChildProcess(ctx, cfg, spec.Name, childRebuild, srv.URL(), last); err != nil {
 		return w, err
 	}
 	w.VerifyRatio, w.RebuildRatio = w.Verify.Rate/w.Raw.Rate, w.Rebuild.Rate/w.Raw.Rate
+	w.VerifyVsAggregator = w.Verify.Rate / w.Aggregator.Rate
 	return w, nil
 }
 

@@ -20,7 +20,9 @@ func evaluate(res results) []check {
 	for _, w := range res.Workloads {
 		cs = append(cs, check{fmt.Sprintf("workload %s: aggregator/raw >= %.1f", w.Spec.Name, targetRatio), fmt.Sprintf("%.2f", w.Ratio), w.Ratio >= targetRatio})
 		cs = append(cs, check{fmt.Sprintf("workload %s: rebuild/raw >= %.1f", w.Spec.Name, targetRatio), fmt.Sprintf("%.2f", w.RebuildRatio), w.RebuildRatio >= targetRatio})
-		cs = append(cs, check{fmt.Sprintf("workload %s: verify/raw >= %.1f", w.Spec.Name, targetRatio), fmt.Sprintf("%.2f", w.VerifyRatio), w.VerifyRatio >= targetRatio})
+		cs = append(cs, check{fmt.Sprintf("workload %s: verify >= aggregator catch-up rate", w.Spec.Name), fmt.Sprintf("%.2fx", w.VerifyVsAggregator), w.VerifyVsAggregator >= 1})
+		vrss := mib(w.Verify.PeakRSSBytes)
+		cs = append(cs, check{fmt.Sprintf("workload %s: verify peak RSS < %d MiB", w.Spec.Name, targetPeakRSSMiB), fmt.Sprintf("%.0f MiB", vrss), vrss < targetPeakRSSMiB})
 		cs = append(cs, check{fmt.Sprintf("workload %s: publish >= %d ev/s", w.Spec.Name, targetPublishRate), fmt.Sprintf("%.0f", w.PublishRate), w.PublishRate >= targetPublishRate})
 		if w.Spec.Name == "c" {
 			rss := mib(w.Aggregator.PeakRSSBytes)
@@ -43,10 +45,10 @@ func printTable(out io.Writer, res results) {
 		mc.CPUs, mc.CPUModel, float64(mc.MemTotalBytes)/(1<<30), mc.GOOS, mc.GOARCH, mc.GoVersion, mc.NATSServer, mc.GitCommit, mc.GitDirty)
 	fmt.Fprintf(out, "raw consumer: %s\n\n", res.RawMethod)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tevents\tsessions\tpublish ev/s\traw ev/s\taggregator ev/s\tratio\trebuild ev/s\tratio\tverify ev/s\tratio\tagg RSS MiB\tagg heap MiB\tverify RSS MiB\traw RSS MiB\t")
+	fmt.Fprintln(tw, "workload\tevents\tsessions\tpublish ev/s\traw ev/s\taggregator ev/s\tratio\trebuild ev/s\tratio\tverify ev/s\tratio\tverify/agg\tagg RSS MiB\tagg heap MiB\tverify RSS MiB\traw RSS MiB\t")
 	for _, w := range res.Workloads {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t%.0f\t%.2f\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", w.Spec.Name, w.Events, w.Spec.Sessions,
-			w.PublishRate, w.Raw.Rate, w.Aggregator.Rate, w.Ratio, w.Rebuild.Rate, w.RebuildRatio, w.Verify.Rate, w.VerifyRatio,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t%.0f\t%.2f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", w.Spec.Name, w.Events, w.Spec.Sessions,
+			w.PublishRate, w.Raw.Rate, w.Aggregator.Rate, w.Ratio, w.Rebuild.Rate, w.RebuildRatio, w.Verify.Rate, w.VerifyRatio, w.VerifyVsAggregator,
 			mib(w.Aggregator.PeakRSSBytes), mib(w.Aggregator.HeapInusePeak), mib(w.Verify.PeakRSSBytes), mib(w.Raw.PeakRSSBytes))
 	}
 	tw.Flush()

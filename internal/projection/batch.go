@@ -161,10 +161,17 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 		it := &items[i]
 		w := reqs[it.ev.RequestID]
 		if w.rec.Conflicts(it.ev) {
+			// The body was dropped when the event was accepted; the
+			// contract records it byte for byte, so it is read back.
+			m, err := b.res.stream.GetMsg(ctx, it.seq)
+			if err != nil {
+				return nil, fmt.Errorf("projection: reading the body of conflicting event %d: %w", it.seq, err)
+			}
 			rejects = append(rejects, rejection{
 				seq: it.seq, reason: events.ReasonSessionConflict,
 				detail:  fmt.Sprintf("request %q is already recorded under session %q; this event names session %q", it.ev.RequestID, w.rec.SessionID, it.ev.SessionID),
 				subject: events.Subject(it.ev.SessionID, it.ev.RequestID),
+				data:    m.Data,
 			})
 			continue
 		}

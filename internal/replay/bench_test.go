@@ -3,12 +3,16 @@ package replay
 import (
 	"context"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentledger/ledger/internal/bench"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/natstest"
@@ -52,30 +56,45 @@ func BenchmarkMemoryApply(b *testing.B) {
 	b.ReportMetric(float64(len(msgs)*b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
-// BenchmarkVerify measures aggregator verify on a stream of about 200,000
-// events (150,000 calls in 10,000 sessions) projected by the live
-// aggregator: events per second of the whole verification (reading the
-// live records, replaying the stream, comparing).
+// BenchmarkVerify measures aggregator verify of a ledger the live
+// aggregator projected: events per second of the whole verification, and
+// the aggregator's catch-up rate into empty buckets on the same stream,
+// and the cores the process (verify and the embedded server) kept busy
+// while verifying. Verify's own memory is measured by make bench, which
+// runs the command in a process of its own.
+// The stream is workload a of cmd/bench (1.3 attempts per request, 10,000
+// sessions) at VERIFY_BENCH_EVENTS events (default 200,000; make bench
+// runs 1,000,000).
 //
-//	go test -run '^$' -bench Verify -benchtime 1x ./internal/replay/
+//	go test -run '^$' -bench 'Verify$' -benchtime 1x ./internal/replay/
+//	VERIFY_BENCH_EVENTS=1000000 go test -run '^$' -bench 'Verify$' -benchtime 1x -timeout 30m ./internal/replay/
 func BenchmarkVerify(b *testing.B) {
+	n := 200_000
+	if v := os.Getenv("VERIFY_BENCH_EVENTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("VERIFY_BENCH_EVENTS %q must be a positive integer", v)
+		}
+	}
 	_, _, js := natstest.StartJS(b)
 	ctx := context.Background()
 	_, err := topology.EnsureAttempts(ctx, js, topology.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := ledgertest.Generate(rand.New(rand.NewPCG(2, 2)), ledgertest.Spec{Sessions: 10_000, Calls: 150_000})
-	for _, m := range w.Messages {
-		data, err := events.Marshal(m.Event)
+	spec := bench.Spec{Name: "a", Events: n, Sessions: max(1, n/100)}
+	err = bench.Generate(spec, 1, func(ev *events.Attempt) error {
+		data, err := events.Marshal(ev)
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
-		msg := nats.NewMsg(events.Subject(m.Event.SessionID, m.Event.RequestID))
+		msg := nats.NewMsg(events.Subject(ev.SessionID, ev.RequestID))
 		msg.Data = data
-		if _, err := js.PublishMsgAsync(msg); err != nil {
-			b.Fatal(err)
-		}
+		_, err = js.PublishMsgAsync(msg)
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 	<-js.PublishAsyncComplete()
 	agg, err := projection.New(projection.Config{JS: js})
@@ -84,9 +103,11 @@ func BenchmarkVerify(b *testing.B) {
 	}
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	start := time.Now()
 	go func() { done <- agg.Run(actx) }()
-	wctx, wcancel := context.WithTimeout(ctx, 5*time.Minute)
-	_, last, err := projection.WaitCaughtUp(wctx, js, 50*time.Millisecond)
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Minute)
+	_, last, err := projection.WaitCaughtUp(wctx, js, 5*time.Millisecond)
+	catchUp := time.Since(start)
 	wcancel()
 	cancel()
 	if err != nil {
@@ -95,7 +116,10 @@ func BenchmarkVerify(b *testing.B) {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
+	runtime.GC()
 	b.ResetTimer()
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	for b.Loop() {
 		d, err := Verify(ctx, js, Options{})
 		if err != nil {
@@ -105,5 +129,9 @@ func BenchmarkVerify(b *testing.B) {
 			b.Fatalf("drift: %+v", d.Diffs[:min(5, len(d.Diffs))])
 		}
 	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	b.ReportMetric(float64(last)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(last)/catchUp.Seconds(), "aggregator-events/s")
+	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+	b.ReportMetric(cpu.Seconds()/b.Elapsed().Seconds(), "cores")
 }

@@ -19,6 +19,11 @@ type Options struct {
 	// Progress, when set, is called now and then with the stream sequence
 	// reached and the last one the replay will read.
 	Progress func(done, total uint64)
+	// MaxDiffs, for Verify, is how many differences Drift.Diffs keeps (the
+	// first in report order); 0 keeps all. The counts cover all.
+	MaxDiffs int
+
+	bounds limits // Verify's memory bounds; zero: defaultLimits
 }
 
 // stored is one message of the stream as the replay sees it.

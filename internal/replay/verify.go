@@ -2,13 +2,11 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/events"
@@ -27,17 +25,23 @@ var ErrIncomplete = errors.New("replay: the stream no longer holds every event")
 
 // Record kinds in a Diff.
 const (
-	KindSession = "session"
-	KindRequest = "request"
+	KindSession   = "session"
+	KindRequest   = "request"
+	KindRejection = "rejection" // ID: the original stream sequence
 )
 
 // FieldRecord is the Diff field of a record that exists on one side only.
 const FieldRecord = "(record)"
 
+// MemoryLimit is the soft memory limit of the Go runtime that verify runs
+// under: its working set is bounded (see the package comment), and the
+// limit keeps the garbage collector from letting the heap double it.
+const MemoryLimit = 160 << 20
+
 // Diff is one field of one record on which the live ledger and the
 // recomputation disagree.
 type Diff struct {
-	Kind       string `json:"kind"` // KindSession or KindRequest
+	Kind       string `json:"kind"` // KindSession, KindRequest or KindRejection
 	ID         string `json:"id"`
 	Field      string `json:"field"` // the contract's JSON name, dotted for usage and billed
 	Live       string `json:"live"`
@@ -54,11 +58,13 @@ type Drift struct {
 	// live aggregator had not rewritten since are compared with the
 	// recomputation at this sequence; records it wrote later are compared at
 	// the sequence of the batch that wrote them (their own watermark).
-	Checkpoint      uint64 `json:"checkpoint"`
-	SessionsChecked int    `json:"sessions_checked"`
-	RequestsChecked int    `json:"requests_checked"`
-	SessionsDiffer  int    `json:"sessions_differ"`
-	RequestsDiffer  int    `json:"requests_differ"`
+	Checkpoint        uint64 `json:"checkpoint"`
+	SessionsChecked   int    `json:"sessions_checked"`
+	RequestsChecked   int    `json:"requests_checked"`
+	RejectionsChecked int    `json:"rejections_checked"`
+	SessionsDiffer    int    `json:"sessions_differ"`
+	RequestsDiffer    int    `json:"requests_differ"`
+	RejectionsDiffer  int    `json:"rejections_differ"`
 	// UsageDelta and BilledDelta sum live minus recomputed over the
 	// sessions; the token deltas are input plus output tokens (the cache
 	// counts are parts of the input).
@@ -66,31 +72,90 @@ type Drift struct {
 	BilledDelta      events.Usage `json:"billed_delta"`
 	UsageTokenDelta  int64        `json:"usage_token_delta"`
 	BilledTokenDelta int64        `json:"billed_token_delta"`
-	// Diffs are sorted by kind (sessions first), ID and field.
-	Diffs []Diff `json:"differences"`
+	// DiffCount counts every differing field; Diffs holds the first of
+	// them (Options.MaxDiffs), sorted by kind (sessions, requests,
+	// rejections), ID (rejections by sequence) and field.
+	DiffCount int    `json:"difference_count"`
+	Diffs     []Diff `json:"differences"`
 }
 
 // Identical reports whether no record differs.
-func (d *Drift) Identical() bool { return d.SessionsDiffer == 0 && d.RequestsDiffer == 0 }
-
-// liveRecord is a live record's contract fields with its watermark.
-type liveRecord[V any] struct {
-	view V
-	seq  uint64
+func (d *Drift) Identical() bool {
+	return d.SessionsDiffer == 0 && d.RequestsDiffer == 0 && d.RejectionsDiffer == 0
 }
 
-// Verify recomputes the ledger from the whole stream under the current
-// code (or o.Apply) in memory, never writing anything, and compares it with
-// the live ledger_requests and ledger_sessions while the live aggregator
-// keeps running. Both sides are compared at one stream sequence per record:
-// the live checkpoint read at the start for records written at or before
-// it, else the watermark of the batch that last wrote the record, at which
-// the record is exactly the projection of the events up to it.
+// limits bound what verify holds in memory; the defaults keep it well
+// under 256 MiB. Tests lower them to exercise the scratch buckets.
+type limits struct {
+	batch    int // stream messages replayed per batch
+	open     int // requests in progress held in memory
+	sessions int // sessions held in memory
+	late     int // live sessions newer than the checkpoint
+	drift    int // request IDs the live ledger cannot vouch for, in memory
+	window   int // live request records read ahead
+}
+
+var defaultLimits = limits{batch: 8192, open: 20_000, sessions: 200_000, late: 100_000, drift: 100_000, window: 32_768}
+
+// windowAhead is how far (in stream sequences) past the replay the window
+// of live request records reads: beyond an aggregator batch.
+const windowAhead = 32_768
+
+// finishedBloomBits sizes the filter of finished requests (16 MiB): about
+// one false positive in a million at 3 million requests, two in a
+// thousand at 10 million; a false positive costs a lookup, never
+// correctness.
+const finishedBloomBits = 128 << 20
+
+func (o Options) limits() limits {
+	l := defaultLimits
+	if o.bounds != (limits{}) {
+		l = o.bounds
+	}
+	return l
+}
+
+// verifier is one run of Verify.
+type verifier struct {
+	js     jetstream.JetStream
+	nc     *nats.Conn
+	o      Options
+	lim    limits
+	apply  func(*projection.Request, *events.Attempt) bool
+	p      uint64 // the live checkpoint read at the start
+	target uint64 // the replay goes this far: p, or the newest late session
+	c      *diffs
+	rej    *rejections
+	sess   *sessionStore
+	open   *openSet
+	drift  *driftSet
+	window *liveWindow
+	// finished holds every request the replay finished: one it never
+	// finished is certainly new when met.
+	finished *bloom
+	// liveFound counts the requests whose live record the replay read and
+	// found (a value or a delete marker).
+	liveFound uint64
+	scratch   *scratch
+	buf       []byte
+	inPrev    map[string]bool // reused by firsts
+	at        map[string]int  // reused by candidates
+}
+
+// Verify recomputes the ledger from the stream under the current code
+// (or o.Apply) and compares it with the live ledger_requests,
+// ledger_sessions and LEDGER_REJECTED while the live aggregator keeps
+// running. Its memory is bounded whatever the ledger's size: it replays
+// the stream once, holding only the requests in progress, and compares
+// each request with its live record as soon as the request's last event
+// is replayed; see the package comment for why each comparison is exact.
+// It writes nothing to the ledger; what does not fit its bounds goes to
+// scratch buckets that it deletes.
 func Verify(ctx context.Context, js jetstream.JetStream, o Options) (*Drift, error) {
 	if err := checkNoSwitch(ctx, js); err != nil {
 		return nil, err
 	}
-	cp, err := projection.ReadCheckpoint(ctx, js)
+	p, err := projection.ReadCheckpoint(ctx, js)
 	if err != nil {
 		return nil, err
 	}
@@ -98,269 +163,79 @@ func Verify(ctx context.Context, js jetstream.JetStream, o Options) (*Drift, err
 	if err != nil {
 		return nil, err
 	}
-	if cp > info.State.LastSeq {
+	if p > info.State.LastSeq {
 		return nil, fmt.Errorf("%w: the live checkpoint is %d but %s ends at %d",
-			projection.ErrInvariant, cp, events.AttemptsStream, info.State.LastSeq)
+			projection.ErrInvariant, p, events.AttemptsStream, info.State.LastSeq)
 	}
-	if cp > 0 && info.State.FirstSeq > 1 {
+	if p > 0 && info.State.FirstSeq > 1 {
 		return nil, fmt.Errorf("%w: %s starts at sequence %d, so events 1 to %d cannot be replayed",
 			ErrIncomplete, events.AttemptsStream, info.State.FirstSeq, info.State.FirstSeq-1)
 	}
-
-	// The live records are read while the stream is replayed up to the
-	// checkpoint: one is the server's work, the other mostly ours.
-	type liveSide struct {
-		reqs map[string]liveRecord[projection.RequestView]
-		sess map[string]liveRecord[projection.SessionView]
-		err  error
-	}
-	liveCh := make(chan liveSide, 1)
-	rctx, cancelRead := context.WithCancel(ctx)
-	defer cancelRead()
-	go func() {
-		var l liveSide
-		l.reqs, l.err = readLive(rctx, js, events.RequestsBucket, decodeRequest)
-		if l.err == nil {
-			l.sess, l.err = readLive(rctx, js, events.SessionsBucket, decodeSession)
-		}
-		liveCh <- l
-	}()
-	mem := NewMemory(o.Apply)
-	err = scan(ctx, stream, 1, cp, o.Progress, func(m stored) bool {
-		mem.Apply(m.seq, m.subject, m.data)
-		return true
-	})
-	if err != nil {
-		cancelRead()
-		<-liveCh
+	if err := allowDirect(ctx, js, info); err != nil {
 		return nil, err
 	}
-	live := <-liveCh
-	if live.err != nil {
-		return nil, live.err
+	d := &Drift{Checkpoint: p}
+	v := &verifier{js: js, nc: js.Conn(), o: o, lim: o.limits(), apply: o.Apply, p: p,
+		c: &diffs{d: d, limit: o.MaxDiffs}, scratch: newScratch(js)}
+	if v.apply == nil {
+		v.apply = (*projection.Request).Apply
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		_ = v.scratch.close(cctx)
+		cancel()
+	}()
+	if err := v.run(ctx, stream); err != nil {
+		return nil, err
 	}
 	if err := checkNoSwitch(ctx, js); err != nil {
 		return nil, err
 	}
-
-	// Records the live aggregator wrote after cp are compared at their own
-	// sequence, so the replay goes on to the highest of those.
-	type late struct {
-		kind string
-		id   string
-		seq  uint64
-	}
-	var lates []late
-	target := cp
-	for id, r := range live.reqs {
-		if r.seq > cp {
-			lates = append(lates, late{KindRequest, id, r.seq})
-			target = max(target, r.seq)
-		}
-	}
-	for id, s := range live.sess {
-		if s.seq > cp {
-			lates = append(lates, late{KindSession, id, s.seq})
-			target = max(target, s.seq)
-		}
-	}
-	sort.Slice(lates, func(i, j int) bool { return lates[i].seq < lates[j].seq })
-
-	d := &Drift{Checkpoint: cp}
-	c := &comparer{d: d, mem: mem, diffReq: map[string]bool{}, diffSes: map[string]bool{}}
-	c.early(live.reqs, live.sess, cp)
-	next := 0
-	lateUpTo := func(seq uint64) { // compares the late records written before seq
-		for ; next < len(lates) && lates[next].seq < seq; next++ {
-			l := lates[next]
-			if l.kind == KindRequest {
-				c.request(l.id, live.reqs[l.id], true, l.seq)
-			} else {
-				c.session(l.id, live.sess[l.id], true, l.seq)
-			}
-		}
-	}
-	err = scan(ctx, stream, cp+1, target, o.Progress, func(m stored) bool {
-		lateUpTo(m.seq)
-		mem.Apply(m.seq, m.subject, m.data)
-		return true
-	})
-	if err != nil {
-		return nil, err
-	}
-	if mem.Seq() < target && target > cp {
-		return nil, fmt.Errorf("%w: the live ledger has applied stream sequence %d but %s ends at %d",
-			projection.ErrInvariant, target, events.AttemptsStream, mem.Seq())
-	}
-	lateUpTo(target + 1)
-	d.RequestsChecked = len(live.reqs) + c.onlyRecomputedReqs
-	d.SessionsChecked = len(live.sess) + c.onlyRecomputedSess
-	d.RequestsDiffer, d.SessionsDiffer = len(c.diffReq), len(c.diffSes)
 	d.UsageTokenDelta = d.UsageDelta.InputTokens + d.UsageDelta.OutputTokens
 	d.BilledTokenDelta = d.BilledDelta.InputTokens + d.BilledDelta.OutputTokens
-	sort.SliceStable(d.Diffs, func(i, j int) bool {
-		a, b := d.Diffs[i], d.Diffs[j]
-		if a.Kind != b.Kind {
-			return a.Kind == KindSession
-		}
-		return a.ID < b.ID
-	})
+	d.Diffs = v.c.sorted()
 	return d, nil
 }
 
-func decodeRequest(data []byte) (projection.RequestView, uint64, error) {
-	var r struct {
-		projection.RequestView
-		Seq uint64 `json:"seq"`
-	}
-	err := json.Unmarshal(data, &r)
-	return r.RequestView, r.Seq, err
-}
-
-func decodeSession(data []byte) (projection.SessionView, uint64, error) {
-	var s projection.Session
-	err := json.Unmarshal(data, &s)
-	return s.View(), s.Seq, err
-}
-
-// comparer compares live records with the in-memory projection at its
-// current sequence.
-type comparer struct {
-	d                                      *Drift
-	mem                                    *Memory
-	diffReq, diffSes                       map[string]bool
-	onlyRecomputedReqs, onlyRecomputedSess int
-}
-
-// early compares every record the live aggregator had not rewritten after
-// checkpoint cp, and finds the records it should have had by cp but lacks.
-// The memory is at cp.
-func (c *comparer) early(reqs map[string]liveRecord[projection.RequestView], sess map[string]liveRecord[projection.SessionView], cp uint64) {
-	for id, r := range reqs {
-		if r.seq <= cp {
-			c.request(id, r, true, cp)
-		}
-	}
-	for _, id := range c.mem.RequestIDs() {
-		if _, ok := reqs[id]; !ok {
-			c.onlyRecomputedReqs++
-			c.request(id, liveRecord[projection.RequestView]{}, false, cp)
-		}
-	}
-	for id, s := range sess {
-		if s.seq <= cp {
-			c.session(id, s, true, cp)
-		}
-	}
-	for _, id := range c.mem.SessionIDs() {
-		if _, ok := sess[id]; !ok {
-			c.onlyRecomputedSess++
-			c.session(id, liveRecord[projection.SessionView]{}, false, cp)
-		}
-	}
-}
-
-func (c *comparer) request(id string, live liveRecord[projection.RequestView], inLive bool, seq uint64) {
-	re, inMem := c.mem.Request(id)
-	f := fields{c: c, kind: KindRequest, id: id, seq: seq, differ: c.diffReq}
-	if !inLive || !inMem {
-		f.add(FieldRecord, presence(inLive), presence(inMem), nil)
-		return
-	}
-	l := live.view
-	f.str("session_id", l.SessionID, re.SessionID)
-	f.str("provider", l.Provider, re.Provider)
-	f.str("model", l.Model, re.Model)
-	f.str("status", l.Status, re.Status)
-	f.num("attempts", int64(l.Attempts), int64(re.Attempts))
-	f.num("winning_attempt", int64(l.WinningAttempt), int64(re.WinningAttempt))
-	f.usage("usage", l.Usage, re.Usage)
-	f.usage("billed", l.Billed, re.Billed)
-	f.time("first_started_at", l.FirstStartedAt, re.FirstStartedAt)
-	f.time("last_finished_at", l.LastFinishedAt, re.LastFinishedAt)
-}
-
-func (c *comparer) session(id string, live liveRecord[projection.SessionView], inLive bool, seq uint64) {
-	re, inMem := c.mem.Session(id)
-	f := fields{c: c, kind: KindSession, id: id, seq: seq, differ: c.diffSes}
-	if inLive != inMem {
-		f.add(FieldRecord, presence(inLive), presence(inMem), nil)
-	}
-	// A missing record counts as zero totals, so the deltas still add up.
-	l := live.view.Totals
-	f.num("requests", l.Requests, re.Requests)
-	f.num("succeeded", l.Succeeded, re.Succeeded)
-	f.num("failed", l.Failed, re.Failed)
-	f.num("pending", l.Pending, re.Pending)
-	f.num("attempts", l.Attempts, re.Attempts)
-	f.usage("usage", l.Usage, re.Usage)
-	f.usage("billed", l.Billed, re.Billed)
-	c.d.UsageDelta = c.d.UsageDelta.Add(l.Usage.Sub(re.Usage))
-	c.d.BilledDelta = c.d.BilledDelta.Add(l.Billed.Sub(re.Billed))
-}
-
-// fields records the differing fields of one record.
-type fields struct {
-	c      *comparer
-	kind   string
-	id     string
-	seq    uint64
-	differ map[string]bool // the records of this kind that differ
-}
-
-func (f fields) add(field, live, recomputed string, delta *int64) {
-	f.differ[f.id] = true
-	f.c.d.Diffs = append(f.c.d.Diffs, Diff{Kind: f.kind, ID: f.id, Field: field, Live: live, Recomputed: recomputed, Delta: delta, Seq: f.seq})
-}
-
-func (f fields) str(field, live, recomputed string) {
-	if live != recomputed {
-		f.add(field, live, recomputed, nil)
-	}
-}
-
-func (f fields) num(field string, live, recomputed int64) {
-	if live != recomputed {
-		delta := live - recomputed
-		f.add(field, strconv.FormatInt(live, 10), strconv.FormatInt(recomputed, 10), &delta)
-	}
-}
-
-func (f fields) time(field string, live, recomputed time.Time) {
-	if !live.Equal(recomputed) {
-		f.add(field, live.UTC().Format(time.RFC3339Nano), recomputed.UTC().Format(time.RFC3339Nano), nil)
-	}
-}
-
-func (f fields) usage(prefix string, live, recomputed events.Usage) {
-	f.num(prefix+".input_tokens", live.InputTokens, recomputed.InputTokens)
-	f.num(prefix+".output_tokens", live.OutputTokens, recomputed.OutputTokens)
-	f.num(prefix+".cache_read_input_tokens", live.CacheReadInputTokens, recomputed.CacheReadInputTokens)
-	f.num(prefix+".cache_creation_input_tokens", live.CacheCreationInputTokens, recomputed.CacheCreationInputTokens)
-}
-
-func presence(ok bool) string {
-	if ok {
-		return "present"
-	}
-	return "absent"
-}
-
-// readLive reads every record of a live bucket with its watermark.
-func readLive[V any](ctx context.Context, js jetstream.JetStream, bucket string, decode func([]byte) (V, uint64, error)) (map[string]liveRecord[V], error) {
-	out := map[string]liveRecord[V]{}
-	err := projection.ReadAll(ctx, js, bucket, func(key string, value []byte) error {
-		v, seq, err := decode(value)
-		if err != nil {
-			return fmt.Errorf("replay: record %s/%s is not readable: %w", bucket, key, err)
-		}
-		out[key] = liveRecord[V]{view: v, seq: seq}
-		return nil
-	})
+// run reads the live sessions, replays the stream comparing requests and
+// rejections as it goes, then compares the sessions and looks for live
+// requests the replay did not produce.
+func (v *verifier) run(ctx context.Context, stream jetstream.Stream) error {
+	v.sess = newSessionStore(v.p, v.lim, v.scratch)
+	target, err := v.sess.readLive(ctx, v)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return out, nil
+	v.target = target
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
+	}
+	if target > info.State.LastSeq {
+		return fmt.Errorf("%w: the live ledger has applied stream sequence %d but %s ends at %d",
+			projection.ErrInvariant, target, events.AttemptsStream, info.State.LastSeq)
+	}
+	rej, stopRej, err := readRejections(ctx, v.js, v.c, v.p)
+	if err != nil {
+		return err
+	}
+	defer stopRej()
+	v.rej = rej
+	v.open = newOpenSet(v)
+	v.drift = newDriftSet(v.lim.drift, v.scratch)
+	v.finished = newBloomBits(finishedBloomBits)
+	v.window = openWindow(ctx, v.js, v.lim.window, windowAhead)
+	defer v.window.stop()
+	if err := v.replay(ctx, stream); err != nil {
+		return err
+	}
+	if err := v.rej.finish(); err != nil {
+		return err
+	}
+	if err := v.sess.compareAll(ctx, v.c); err != nil {
+		return err
+	}
+	return v.liveOnlyRequests(ctx)
 }
 
 // checkNoSwitch fails with ErrSwitching while a rebuild's switch record
@@ -372,6 +247,21 @@ func checkNoSwitch(ctx context.Context, js jetstream.JetStream) error {
 	}
 	if switching {
 		return fmt.Errorf("%w; run verify again when it is done", ErrSwitching)
+	}
+	return nil
+}
+
+// allowDirect turns on direct gets on LEDGER_ATTEMPTS when an older
+// version created it without them: verify reads events by subject with
+// batched direct gets. It changes nothing else.
+func allowDirect(ctx context.Context, js jetstream.JetStream, info *jetstream.StreamInfo) error {
+	if info.Config.AllowDirect {
+		return nil
+	}
+	cfg := info.Config
+	cfg.AllowDirect = true
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("replay: allowing direct gets on %s: %w", events.AttemptsStream, err)
 	}
 	return nil
 }

@@ -92,7 +92,8 @@ func TestVerifyReportsTheBug(t *testing.T) {
 
 // Verify compares both sides at one stream sequence per record, so it
 // finds no drift while the live aggregator keeps applying events and
-// publishers keep publishing.
+// publishers keep publishing (rejected events too), whether it holds
+// everything in memory or almost nothing.
 func TestVerifyWhileLive(t *testing.T) {
 	js := startJS(t)
 	w := ledgertest.Generate(rand.New(rand.NewPCG(3, 4)), ledgertest.Spec{Sessions: 10, Calls: 300})
@@ -102,8 +103,13 @@ func TestVerifyWhileLive(t *testing.T) {
 		defer close(done)
 		for i := 0; i < len(w.Messages); i += 10 {
 			ledgertest.Publish(t, js, w.Messages[i:min(i+10, len(w.Messages))])
+			if _, err := js.Publish(context.Background(), "ledger.attempts.sess-0.bad", []byte("{")); err != nil {
+				t.Errorf("publish: %v", err)
+				return
+			}
 		}
 	}()
+	tiny := limits{batch: 5, open: 3, sessions: 2, late: 10, drift: 1, window: 4}
 	runs := 0
 	for busy := true; busy; runs++ {
 		select {
@@ -111,14 +117,21 @@ func TestVerifyWhileLive(t *testing.T) {
 			busy = false
 		default:
 		}
-		d := verify(t, js, Options{})
+		o := Options{}
+		if runs%2 == 1 {
+			o.bounds = tiny
+		}
+		d := verify(t, js, o)
 		require.True(t, d.Identical(), "run %d: %+v", runs, d.Diffs)
 	}
 	ledgertest.WaitCaughtUp(t, js)
-	d := verify(t, js, Options{})
-	require.True(t, d.Identical(), "%+v", d.Diffs)
-	require.Equal(t, len(w.Requests), d.RequestsChecked)
-	require.Equal(t, len(w.Sessions), d.SessionsChecked)
+	for _, o := range []Options{{}, {bounds: tiny}} {
+		d := verify(t, js, o)
+		require.True(t, d.Identical(), "%+v", d.Diffs)
+		require.Equal(t, len(w.Requests), d.RequestsChecked)
+		require.Equal(t, len(w.Sessions), d.SessionsChecked)
+		require.Equal(t, (len(w.Messages)+9)/10, d.RejectionsChecked)
+	}
 	t.Logf("%d verifications while publishing", runs)
 }
 
