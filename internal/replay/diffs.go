@@ -173,6 +173,9 @@ func (c *diffs) session(id string, seq uint64, inLive, inRe bool, live, re proje
 	r.num("attempts", live.Attempts, re.Attempts)
 	r.usage("usage", live.Usage, re.Usage)
 	r.usage("billed", live.Billed, re.Billed)
+	if live.Saturated != re.Saturated {
+		r.add("saturated", strconv.FormatBool(live.Saturated), strconv.FormatBool(re.Saturated), nil)
+	}
 	c.d.UsageDelta = c.d.UsageDelta.Add(live.Usage.Sub(re.Usage))
 	c.d.BilledDelta = c.d.BilledDelta.Add(live.Billed.Sub(re.Billed))
 	return r.differ
