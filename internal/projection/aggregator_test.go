@@ -294,3 +294,25 @@ func TestGracefulStopAndResume(t *testing.T) {
 	e.waitCheckpoint(e.lastSeq())
 	e.requireLedger(buildModel(wireStored(ws)))
 }
+
+// A deleted last rejection (someone tampered with LEDGER_REJECTED) does
+// not stop the next term: the floor is the last rejection there is.
+func TestDeletedLastRejection(t *testing.T) {
+	e := newEnv(t)
+	bad := wire{subject: "ledger.attempts.S1.R9", data: []byte(`{"schema": "ledger.attempt.v1", `)}
+	e.publish(bad, bad)
+	r := e.start(Config{InstanceID: "a"})
+	e.waitCheckpoint(e.lastSeq())
+	require.NoError(t, r.stop(t))
+	s, err := e.js.Stream(context.Background(), events.RejectedStream)
+	require.NoError(t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteMsg(context.Background(), info.State.LastSeq))
+
+	e.publish(bad, evSpec{n: 4, session: "S1", request: "R1", attempt: 0, success: true, in: 1, out: 1}.wire(t))
+	e.start(Config{InstanceID: "b"})
+	e.waitCheckpoint(e.lastSeq())
+	rej := e.rejections()
+	require.Equal(t, map[uint64][]string{1: {"malformed_json"}, 3: {"malformed_json"}}, rej)
+}

@@ -228,6 +228,9 @@ func (e *env) rejections() map[uint64][]string {
 	require.NoError(e.t, err)
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
 		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // deleted
+		}
 		require.NoError(e.t, err)
 		orig, err := strconv.ParseUint(m.Header.Get(headerOriginalSeq), 10, 64)
 		require.NoError(e.t, err)

@@ -75,7 +75,7 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 	if t.sesLast, err = res.sessions.fence(ctx, t.id); err != nil {
 		return nil, err
 	}
-	if t.rejLast, t.rejFloor, err = lastRejection(ctx, res.rejected); err != nil {
+	if t.rejLast, t.rejFloor, err = lastRejection(ctx, res.rejected, res.names.RejectedPrefix+">"); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -85,7 +85,7 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 // original stream sequence of the last recorded rejection (0 when none).
 // Rejections are recorded in stream order, each once (see recordRejects),
 // so everything at or below the floor is recorded and nothing above it is.
-func lastRejection(ctx context.Context, rejected jetstream.Stream) (last, floor uint64, err error) {
+func lastRejection(ctx context.Context, rejected jetstream.Stream, subjects string) (last, floor uint64, err error) {
 	name := rejected.CachedInfo().Config.Name
 	info, err := rejected.Info(ctx)
 	if err != nil {
@@ -94,13 +94,14 @@ func lastRejection(ctx context.Context, rejected jetstream.Stream) (last, floor 
 	if info.State.Msgs == 0 {
 		return info.State.LastSeq, 0, nil
 	}
-	m, err := rejected.GetMsg(ctx, info.State.LastSeq)
+	// The last message there is (the one at LastSeq may have been deleted).
+	m, err := rejected.GetLastMsgForSubject(ctx, subjects)
 	if err != nil {
 		return 0, 0, fmt.Errorf("projection: reading the last rejection of %s: %w", name, err)
 	}
 	floor, err = strconv.ParseUint(m.Header.Get(headerOriginalSeq), 10, 64)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: the last rejection of %s (%d) has no readable %s header", ErrInvariant, name, info.State.LastSeq, headerOriginalSeq)
+		return 0, 0, fmt.Errorf("%w: the last rejection of %s (%d) has no readable %s header", ErrInvariant, name, m.Sequence, headerOriginalSeq)
 	}
 	return info.State.LastSeq, floor, nil
 }
