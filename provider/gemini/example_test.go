@@ -35,4 +35,5 @@ func ExampleClassify() {
 	fmt.Println(ok, c.Kind, c.Retryable)
 	// Output: true overloaded true
 }
+
 var fmtTime = time.Now()

@@ -46,7 +46,9 @@ func NoRetries() *genai.HTTPRetryOptions { return impl.NoRetries() }
 // last chunk that has any) to the ledger's; a nil response or one without
 // usage metadata gives zero usage. Tool-use prompt tokens count as input
 // and thinking tokens as output.
-func UsageOf(resp *genai.GenerateContentResponse) ledger.Usage { return ledger.Usage(impl.UsageOf(resp)) }
+func UsageOf(resp *genai.GenerateContentResponse) ledger.Usage {
+	return ledger.Usage(impl.UsageOf(resp))
+}
 
 // MetadataUsage converts usage metadata as UsageOf does; nil gives zero
 // usage.

@@ -47,7 +47,7 @@ type Server struct {
 	script   *script
 	requests atomic.Int64
 	ts       *httptest.Server
-	ledger *ledger
+	ledger   *ledger
 
 	stop      chan struct{} // closed by Close; releases stalled handlers
 	closeOnce sync.Once
