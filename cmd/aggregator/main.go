@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/connect"
+	"github.com/agentledger/ledger/internal/embedded"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/logflag"
 	"github.com/agentledger/ledger/internal/monitor"
@@ -170,7 +171,8 @@ func (c *connFlags) open(name string) (*connect.Conn, error) {
 	}
 	o := c.conn
 	o.FromEnv(os.Getenv)
-	o.EmbedConfig, o.StoreDir, o.Name, o.ServerLogs, o.Logger = c.config, c.storeDir, name, c.serverLogs, log
+	o.Name, o.Logger = name, log
+	o.Embed = func() (connect.Embedded, error) { return embedded.FromConfig(c.config, c.storeDir, c.serverLogs) }
 	return connect.Open(o)
 }
 

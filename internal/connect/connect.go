@@ -10,8 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/agentledger/ledger/internal/embedded"
 )
 
 // DefaultTimeout is how long each server gets to accept a connection.
@@ -51,22 +49,25 @@ type Options struct {
 	// Logger receives the reconnect records; nil discards them.
 	Logger *slog.Logger
 
-	// EmbedConfig is the nats-server configuration to start an embedded
-	// server from when no URL is given anywhere; empty disables it.
-	EmbedConfig string
-	// StoreDir overrides the embedded server's store directory.
-	StoreDir string
+	// Embed, when set, starts an embedded server when no URL is given
+	// anywhere (the aggregator's, from nats.conf). It is a function so
+	// that programs that never embed (agents) do not link the server.
+	Embed func() (Embedded, error)
 	// Name is the client connection name.
 	Name string
-	// ServerLogs makes the embedded server log to stderr.
-	ServerLogs bool
+}
+
+// Embedded is an in-process server that Open started (see Options.Embed).
+type Embedded interface {
+	URL() string
+	Shutdown()
 }
 
 // Conn is an open connection, with the embedded server it started, if any.
 type Conn struct {
 	NC       *nats.Conn
 	JS       jetstream.JetStream
-	Embedded *embedded.Server // nil when connected to an outside server
+	Embedded Embedded // nil when connected to an outside server
 	closed   chan struct{}
 	once     sync.Once
 }
@@ -92,10 +93,10 @@ func Open(o Options) (*Conn, error) {
 	}
 	c := &Conn{closed: make(chan struct{})}
 	if s.urls == "" {
-		if o.EmbedConfig == "" {
+		if o.Embed == nil {
 			return nil, fmt.Errorf("%w: give --nats-url, set %s or name a --context", ErrNoServer, EnvURL)
 		}
-		srv, err := embedded.FromConfig(o.EmbedConfig, o.StoreDir, o.ServerLogs)
+		srv, err := o.Embed()
 		if err != nil {
 			return nil, err
 		}

@@ -3,8 +3,8 @@
 // or NATS_URL, --creds or NATS_CREDS, --nkey or NATS_NKEY, --tls-ca or
 // NATS_CA, --tls-cert or NATS_CERT, --tls-key or NATS_KEY, --context or
 // NATS_CONTEXT), user and password or a token in the URL, and, for the
-// aggregator when no server is named anywhere, an embedded server started
-// from nats.conf.
+// aggregator when no server is named anywhere, an embedded server that
+// it starts itself (Options.Embed).
 //
 // # Precedence
 //
