@@ -20,7 +20,7 @@ import (
 func TestBilledFailedAttemptThenSuccess(t *testing.T) {
 	l := ledgertest.Start(t)
 	up := ledgertest.FakeAnthropic(t,
-		ledgertest.FailAfterBilling(ledger.Usage{InputTokens: 500}),           // a 500 after billing the input
+		ledgertest.FailAfterBilling(ledger.Usage{InputTokens: 500}),            // a 500 after billing the input
 		ledgertest.Succeed(ledger.Usage{InputTokens: 500, OutputTokens: 1200})) // the retry
 	mw, err := ledger.NewMiddleware(l.Publisher(t),
 		ledger.WithPolicy(ledger.Policy{MaxRetries: 2, BaseDelay: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond, HintCap: time.Second}),
