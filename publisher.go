@@ -174,9 +174,6 @@ func WithPublisherLogger(l *slog.Logger) PublisherOption {
 // caller owns the publisher and must Close it before closing the
 // connection.
 func NewPublisher(ctx context.Context, js jetstream.JetStream, opts ...PublisherOption) (*Publisher, error) {
-	if js == nil {
-		return nil, invalid("NewPublisher", "jetstream must not be nil")
-	}
 	o := publisherOptions{log: slog.Default()}
 	for _, opt := range opts {
 		if opt == nil {
@@ -185,6 +182,9 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream, opts ...Publisher
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
+	}
+	if js == nil {
+		return nil, invalid("NewPublisher", "jetstream must not be nil")
 	}
 	if err := prepareStream(ctx, js, o); err != nil {
 		return nil, err
