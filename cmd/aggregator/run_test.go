@@ -89,7 +89,7 @@ func TestRunServesMetrics(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- cli(ctx, []string{"run", "--nats-url", srv.URL(), "--metrics-addr", addr, "--log-format", "json",
-			"--duplicate-window", "10m", "--lease-ttl", "300ms"}, io.Discard, &stderr)
+			"--duplicate-window", "10m"}, io.Discard, &stderr)
 	}()
 	base := "http://" + addr
 	want := float64(len(w.Messages) + 1)
@@ -99,7 +99,8 @@ func TestRunServesMetrics(t *testing.T) {
 		code, body = get(base + "/metrics")
 		v, ok := metric(body, "ledger_aggregator_checkpoint_sequence")
 		lag, lok := metric(body, "ledger_aggregator_lag_events")
-		return code == http.StatusOK && ok && v == want && lok && lag == 0
+		held, _ := metric(body, "ledger_aggregator_lease_held")
+		return code == http.StatusOK && ok && v == want && lok && lag == 0 && held == 1
 	}, 30*time.Second, 20*time.Millisecond, "metrics: %s\nstderr: %s", body, stderr.String())
 	applied, _ := metric(body, "ledger_aggregator_events_applied_total")
 	assert.Equal(t, want-1, applied, "the rejected event is not applied")
