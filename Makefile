@@ -18,9 +18,16 @@ build:
 run: build
 	RUN_DIR=$(RUN_DIR) BIN=$(BIN) ./scripts/run.sh
 
-# go vet, then every test with the race detector.
+# The example modules: an agent and a test in other modules, which use
+# only the public packages (the Go toolchain refuses internal/ imports
+# across modules).
+EXAMPLES := examples/agent examples/embedded-test
+
+# go vet, then every test with the race detector, of the module and of
+# each example module.
 test: vet
 	$(GO) test -race -count=1 ./...
+	for d in $(EXAMPLES); do (cd $$d && $(GO) vet ./... && $(GO) test -race -count=1 ./...) || exit 1; done
 
 vet:
 	$(GO) vet ./...
@@ -33,6 +40,7 @@ fmt-check:
 
 tidy-check:
 	$(GO) mod tidy -diff
+	for d in $(EXAMPLES); do (cd $$d && $(GO) mod tidy -diff) || exit 1; done
 
 # A minute of fuzzing of the event decoder (seed corpus in
 # internal/events/testdata/fuzz).

@@ -40,8 +40,9 @@ for _ in $(seq 1 100); do
 done
 
 echo "== simulating a fleet: $SIM_FLAGS"
+# --create-stream: the aggregator may not have created it yet (same settings).
 # shellcheck disable=SC2086
-"$BIN/publisher" simulate --nats-url "$URL" $SIM_FLAGS --truth "$RUN_DIR/truth.json"
+"$BIN/publisher" simulate --nats-url "$URL" --create-stream $SIM_FLAGS --truth "$RUN_DIR/truth.json"
 
 echo "== waiting for the aggregator to catch up"
 "$BIN/aggregator" wait --nats-url "$URL" --timeout 60s

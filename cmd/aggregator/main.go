@@ -8,9 +8,18 @@
 //	aggregator rebuild [flags]    rebuild the ledger from the stream, live
 //	aggregator verify [flags]     compare the live ledger with a recomputation
 //
-// Every subcommand connects to --nats-url or NATS_URL; with neither, it
-// starts an embedded NATS server from nats.conf (JetStream, store under
-// ./data, listening on 127.0.0.1:4222 so local publishers can connect).
+// Every subcommand takes the nats CLI's connection flags (--nats-url,
+// --creds, --nkey, --tls-ca, --tls-cert, --tls-key, --context, and their
+// NATS_* environment variables) and the logging flags (--log-format text
+// or json, --log-level). When no server is named anywhere, it starts an
+// embedded NATS server from nats.conf (JetStream, store under ./data,
+// listening on 127.0.0.1:4222 so local publishers can connect).
+//
+// Exit status, the same for every subcommand and for the publisher: 0 ok;
+// 1 the check failed (verify found drift, wait timed out, report found no
+// such session); 2 a usage or runtime error (bad flags, NATS unreachable
+// or refusing the credentials, an interrupted verify or rebuild). run
+// stopped by SIGINT or SIGTERM exits 0: stopping is how it ends.
 package main
 
 import (
@@ -20,13 +29,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/agentledger/ledger/internal/connect"
+	"github.com/agentledger/ledger/internal/embedded"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/logflag"
+	"github.com/agentledger/ledger/internal/monitor"
 	"github.com/agentledger/ledger/internal/progress"
 	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/replay"
@@ -37,8 +51,8 @@ import (
 // Exit codes.
 const (
 	exitOK    = 0
-	exitFail  = 1 // the command ran and the answer is "no" (wait timed out)
-	exitUsage = 2 // bad flags, connection or I/O error
+	exitFail  = 1 // the command ran and the answer is "no" (drift, wait timed out)
+	exitUsage = 2 // bad flags, connection or I/O error, interrupted
 )
 
 func main() {
@@ -58,12 +72,21 @@ const usage = `usage: aggregator [run|report|wait|rebuild|verify] [flags]
   verify  recompute the ledger from the stream and compare it with the live
           one (exit 0: identical, 1: drift, 2: error)
 
+Every command takes the connection flags --nats-url, --creds, --nkey,
+--tls-ca, --tls-cert, --tls-key and --context (or $NATS_URL, $NATS_CREDS,
+$NATS_NKEY, $NATS_CA, $NATS_CERT, $NATS_KEY, $NATS_CONTEXT; with no server
+named, an embedded one starts from nats.conf), and --log-format text|json.
+Exit status: 0 ok, 1 the check failed, 2 usage or runtime error.
+
 Run 'aggregator <command> -h' for the flags of a command.
 `
 
 func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := "run"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+	switch {
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+		cmd = "help"
+	case len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-':
 		cmd, args = args[0], args[1:]
 	}
 	var err error
@@ -78,7 +101,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = rebuildCmd(ctx, args, stdout, stderr)
 	case "verify":
 		err = verifyCmd(ctx, args, stdout, stderr, replay.Options{})
-	case "help", "-h", "--help":
+	case "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
@@ -109,21 +132,60 @@ type exitError struct {
 
 func (e exitError) Error() string { return e.msg }
 
-// connFlags are the flags every subcommand shares.
+// connFlags are the flags every subcommand shares: the nats CLI's
+// connection flags, the embedded server's, and the logging flags.
 type connFlags struct {
-	url, config, storeDir string
-	serverLogs            bool
+	conn             connect.Options
+	config, storeDir string
+	serverLogs       bool
+	logs             logflag.Flags
+	stderr           io.Writer
+	log              *slog.Logger // made by logger
 }
 
 func (c *connFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.url, "nats-url", "", "NATS server URL (default $"+connect.EnvURL+"; with neither, an embedded server from --config)")
-	fs.StringVar(&c.config, "config", "nats.conf", "nats-server config of the embedded server")
+	connect.RegisterFlags(fs, &c.conn)
+	fs.StringVar(&c.config, "config", "nats.conf", "nats-server config of the embedded server, started when no server is named (no --nats-url, $NATS_URL or --context)")
 	fs.StringVar(&c.storeDir, "store-dir", "", "override the embedded server's JetStream store directory")
 	fs.BoolVar(&c.serverLogs, "server-logs", false, "let the embedded server log to stderr")
+	c.logs.Register(fs, "info")
+	c.stderr = fs.Output()
+}
+
+// logger is the logger the logging flags ask for.
+func (c *connFlags) logger() (*slog.Logger, error) {
+	if c.log == nil {
+		log, err := c.logs.New(c.stderr)
+		if err != nil {
+			return nil, err
+		}
+		c.log = log
+	}
+	return c.log, nil
 }
 
 func (c *connFlags) open(name string) (*connect.Conn, error) {
-	return connect.Open(connect.Options{URL: c.url, EmbedConfig: c.config, StoreDir: c.storeDir, Name: name, ServerLogs: c.serverLogs})
+	log, err := c.logger()
+	if err != nil {
+		return nil, err
+	}
+	o := c.conn
+	o.FromEnv(os.Getenv)
+	o.Name, o.Logger = name, log
+	o.Embed = func() (connect.Embedded, error) { return embedded.FromConfig(c.config, c.storeDir, c.serverLogs) }
+	return connect.Open(o)
+}
+
+// parseFlags parses a subcommand's flags: -h is flag.ErrHelp (exit 0), a
+// bad flag a usage error (exit 2; the flag package has said why).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return exitError{code: exitUsage}
+	}
+	return nil
 }
 
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
@@ -139,22 +201,24 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	batch := fs.Int("batch", projection.DefaultBatchSize, "most events applied per batch, 1 to 100000; the default is the library's, as benchmarked")
 	instance := fs.String("instance", "", "instance ID for the lease (default: a new ULID per process)")
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "how long a silent instance keeps the lease")
-	dupWindow := fs.Duration("duplicate-window", topology.DefaultDuplicateWindow, "duplicate window of LEDGER_ATTEMPTS when this process creates it")
-	replicas := fs.Int("replicas", 1, "replicas of the streams and buckets this process creates")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return exitError{code: exitUsage}
+	dupWindow := fs.Duration("duplicate-window", 0, "duplicate window of LEDGER_ATTEMPTS when this process creates it (0: the default, 2m); warns when the existing stream's differs")
+	replicas := fs.Int("replicas", 0, "replicas of the streams and buckets this process creates, 1 to 5 (0: the default, 1); warns when existing ones differ")
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (default: off)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	log, err := cf.logger()
+	if err != nil {
+		return err
 	}
 	limitMemory()
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", *logLevel)
+	var ln net.Listener
+	if *metricsAddr != "" {
+		if ln, err = monitor.Listen(*metricsAddr); err != nil {
+			return err
+		}
+		defer ln.Close()
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-
 	conn, err := cf.open("ledger-aggregator")
 	if err != nil {
 		return err
@@ -163,22 +227,74 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	if conn.Embedded != nil {
 		log.Info("started embedded NATS server", "url", conn.Embedded.URL(), "config", cf.config)
 	}
-	agg, err := projection.New(projection.Config{
-		JS:         conn.JS,
-		Topology:   topology.Config{DuplicateWindow: *dupWindow, Replicas: *replicas},
+	topo := topology.Config{DuplicateWindow: *dupWindow, Replicas: *replicas}
+	warnTopology(ctx, conn, topo, log)
+	return runAggregator(ctx, conn, projection.Config{
+		Topology:   topo,
 		BatchSize:  *batch,
 		InstanceID: *instance,
 		LeaseTTL:   *leaseTTL,
-		Logger:     log,
-	})
+	}, ln, log)
+}
+
+// runAggregator runs the aggregator, and its metrics server when ln is
+// set, until ctx ends.
+func runAggregator(ctx context.Context, conn *connect.Conn, cfg projection.Config, ln net.Listener, log *slog.Logger) error {
+	cfg.JS, cfg.Logger = conn.JS, log
+	var mon *monitor.Metrics
+	var lateSrc lateSource
+	if ln != nil {
+		mon = monitor.NewMetrics(&lateSrc)
+		// Until projection reports rejections itself, they are read from
+		// its log records (monitor.LogHandler).
+		cfg.Logger = slog.New(monitor.LogHandler{Handler: log.Handler(), Obs: mon})
+	}
+	agg, err := projection.New(cfg)
 	if err != nil {
 		return err
+	}
+	var wg sync.WaitGroup
+	mctx, stopMonitor := context.WithCancel(ctx)
+	defer func() {
+		stopMonitor()
+		wg.Wait()
+	}()
+	if mon != nil {
+		lateSrc.Source = agg
+		srv := &monitor.Server{Metrics: mon, Src: agg, NC: conn.NC, JS: conn.JS, Log: log}
+		wg.Go(func() {
+			if err := srv.Serve(mctx, ln); err != nil {
+				log.Error("metrics server stopped", "err", err)
+			}
+		})
+		wg.Go(func() {
+			monitor.BatchSampler{Src: agg, Obs: mon, Interval: 100 * time.Millisecond, Now: time.Now}.Run(mctx)
+		})
+		log.Info("serving metrics", "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz")
 	}
 	log.Info("aggregator starting", "nats", conn.URL())
 	err = agg.Run(ctx)
 	st := agg.Stats()
 	log.Info("aggregator stopped", "applied_seq", agg.Applied(), "events", st.Events, "rejected", st.Rejected, "batches", st.Batches)
 	return err
+}
+
+// lateSource is the aggregator the metrics read, set once it exists.
+type lateSource struct{ monitor.Source }
+
+// warnTopology logs a warning for every setting of an existing stream or
+// bucket that differs from what this process asks for: JetStream keeps
+// the existing settings.
+func warnTopology(ctx context.Context, conn *connect.Conn, want topology.Config, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	diffs, err := topology.Check(cctx, conn.JS, want, events.RequestsBucket, events.SessionsBucket, projection.StateBucket)
+	if err != nil {
+		log.Warn("could not compare the existing streams and buckets with the settings asked for", "err", err)
+	}
+	for _, d := range diffs {
+		log.Warn(d.String(), "resource", d.Resource, "setting", d.Setting, "want", d.Want, "have", d.Have, "fix", d.Fix)
+	}
 }
 
 func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -189,8 +305,8 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	at := fs.String("at", "", "the ledger as it stood at this RFC 3339 time, recomputed from the stream")
 	atSeq := fs.Uint64("at-seq", 0, "the ledger as it stood at this stream sequence, recomputed from the stream")
-	if err := fs.Parse(args); err != nil {
-		return exitError{code: exitUsage}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	var point replay.Point
 	if *at != "" {
@@ -258,8 +374,8 @@ func waitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var cf connFlags
 	cf.register(fs)
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long (exit 1)")
-	if err := fs.Parse(args); err != nil {
-		return exitError{code: exitUsage}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	conn, err := cf.open("ledger-wait")
 	if err != nil {

@@ -3,14 +3,20 @@
 //	publisher simulate [flags]      run a simulated fleet against a fake provider
 //	publisher ingest [flags] [FILE|-]  publish JSON-lines events from a file or stdin
 //
-// Both connect to NATS (--nats-url, or $NATS_URL, default
-// nats://127.0.0.1:4222), create LEDGER_ATTEMPTS when it is missing, and
-// publish every event through the asynchronous publisher of package emit,
-// on ledger.attempts.<session_id>.<request_id> with the event ID as
-// Nats-Msg-Id. SIGINT and SIGTERM stop the work; what was enqueued is still
-// flushed, within --drain-timeout.
+// Both connect to NATS with the nats CLI's flags (--nats-url, --creds,
+// --nkey, --tls-ca, --tls-cert, --tls-key, --context, or their NATS_*
+// environment variables; default nats://127.0.0.1:4222), check that
+// LEDGER_ATTEMPTS exists (--create-stream creates it when missing, and
+// warns when the existing one differs from --replicas and
+// --duplicate-window), and publish every event through the asynchronous
+// publisher of package emit, on ledger.attempts.<session_id>.<request_id>
+// with the event ID as Nats-Msg-Id. SIGINT and SIGTERM stop the work; what
+// was enqueued is still flushed, within --drain-timeout. Logs go to stderr
+// as text or JSON (--log-format).
 //
-// Exit status: 0 when everything was published; 1 when some event was
-// undelivered or (ingest) some line was invalid; 2 for a usage error or
-// when NATS cannot be reached; 130 when interrupted.
+// Exit status, the same as the aggregator's: 0 when everything was
+// published; 1 when some event was undelivered or (ingest) some line was
+// invalid; 2 for a usage or runtime error: bad flags, NATS unreachable or
+// refusing the credentials, no stream, or an interrupted run (the shell's
+// 130 for SIGINT was dropped so that every command says the same).
 package main

@@ -85,7 +85,7 @@ func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		defer file.Close()
 		in = file
 	}
-	logger := newLogger(stderr)
+	logger := newLogger(stderr, f.nats)
 	conn, err := connect(ctx, f.nats, logger)
 	if err != nil {
 		return err

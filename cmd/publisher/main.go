@@ -16,16 +16,18 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	connectpkg "github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/emit"
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/logflag"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
 // Exit codes.
 const (
-	exitOK          = 0
-	exitFailed      = 1 // undelivered events, invalid input lines
-	exitUsage       = 2 // bad flags, NATS unreachable
-	exitInterrupted = 130
+	exitOK     = 0
+	exitFailed = 1 // undelivered events, invalid input lines
+	exitUsage  = 2 // bad flags, NATS unreachable, interrupted
 )
 
 // exitError carries the exit status of a failed run.
@@ -43,8 +45,10 @@ func usageErr(format string, args ...any) error {
 
 func failed(err error) error { return &exitError{code: exitFailed, err: err} }
 
-// errInterrupted ends a run that a signal stopped.
-var errInterrupted = &exitError{code: exitInterrupted, err: errors.New("interrupted")}
+// errInterrupted ends a run that a signal stopped: the work is not done,
+// a runtime condition like any other (exit 2), though what was enqueued
+// was flushed.
+var errInterrupted = &exitError{code: exitUsage, err: errors.New("interrupted; what was enqueued was flushed")}
 
 // exitCode maps run's error to the process's exit status.
 func exitCode(err error) int {
@@ -75,9 +79,19 @@ func main() {
 	os.Exit(exitCode(err))
 }
 
-const usage = `usage:
-  publisher simulate [flags]          run a simulated fleet, publishing every attempt
-  publisher ingest [flags] [FILE|-]   publish JSON-lines events (default: stdin)
+const usage = `usage: publisher <simulate|ingest> [flags]
+
+  simulate [flags]          run a simulated fleet, publishing every attempt
+  ingest [flags] [FILE|-]   publish JSON-lines events (default: stdin)
+
+Both take the connection flags --nats-url, --creds, --nkey, --tls-ca,
+--tls-cert, --tls-key and --context (or $NATS_URL, $NATS_CREDS, $NATS_NKEY,
+$NATS_CA, $NATS_CERT, $NATS_KEY, $NATS_CONTEXT; default server
+nats://127.0.0.1:4222), and --log-format text|json. LEDGER_ATTEMPTS must
+exist (the aggregator creates it) unless --create-stream is given.
+Exit status: 0 ok, 1 some event undelivered or some line invalid, 2 usage
+or runtime error (including an interrupted run).
+
 Run "publisher <command> -h" for the flags of a command.`
 
 // run dispatches to a subcommand.
@@ -99,27 +113,38 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return usageErr("unknown command %q", args[0])
 }
 
-// natsFlags are the connection flags both commands share.
+// natsFlags are the connection, stream and logging flags both
+// subcommands share.
 type natsFlags struct {
-	url          string
+	conn         connectpkg.Options
 	drainTimeout time.Duration
+	create       bool
+	topo         topology.Config
+	logs         logflag.Flags
 }
 
 func (n *natsFlags) register(fs *flag.FlagSet) {
-	def := os.Getenv("NATS_URL")
-	if def == "" {
-		def = nats.DefaultURL
-	}
-	fs.StringVar(&n.url, "nats-url", def, "NATS server URL; $NATS_URL sets the default")
+	connectpkg.RegisterFlags(fs, &n.conn)
 	fs.DurationVar(&n.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait at the end for the stream to acknowledge what was enqueued")
+	fs.BoolVar(&n.create, "create-stream", false, "create LEDGER_ATTEMPTS when it is missing (normally the aggregator does); warns when the existing one differs from --replicas and --duplicate-window")
+	fs.IntVar(&n.topo.Replicas, "replicas", 0, "with --create-stream: replicas of the stream, 1 to 5 (0: the default, 1)")
+	fs.DurationVar(&n.topo.DuplicateWindow, "duplicate-window", 0, "with --create-stream: the stream's duplicate window (0: the default, 2m)")
+	n.logs.Register(fs, "warn")
 }
 
 func (n *natsFlags) validate() error {
-	if n.url == "" {
-		return usageErr("--nats-url: must not be empty")
+	n.conn.FromEnv(os.Getenv)
+	if n.conn.URL == "" && n.conn.Context == "" {
+		n.conn.URL = nats.DefaultURL
 	}
 	if n.drainTimeout <= 0 {
 		return usageErr("--drain-timeout: %s must be positive", n.drainTimeout)
+	}
+	if _, err := topology.AttemptsStreamConfig(n.topo); err != nil {
+		return usageErr("--replicas / --duplicate-window: %v", err)
+	}
+	if _, err := n.logs.New(io.Discard); err != nil {
+		return usageErr("%v", err)
 	}
 	return nil
 }
@@ -138,37 +163,58 @@ func parse(fs *flag.FlagSet, args []string) error {
 // session is a connection to NATS with the ledger's stream and an emit
 // publisher on it. close must be called.
 type session struct {
-	nc    *nats.Conn
+	conn  *connectpkg.Conn
 	pub   *emit.Publisher
 	drain time.Duration
 }
 
-// connect reaches NATS, ensures LEDGER_ATTEMPTS and starts a publisher.
+// connect reaches NATS, checks (or, asked to, creates) LEDGER_ATTEMPTS
+// and starts a publisher.
 func connect(ctx context.Context, n natsFlags, logger *slog.Logger) (*session, error) {
-	nc, err := nats.Connect(n.url, nats.Name("ledger-publisher"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
+	o := n.conn
+	o.Name, o.Logger = "ledger-publisher", logger
+	conn, err := connectpkg.Open(o)
 	if err != nil {
-		return nil, &exitError{code: exitUsage, err: fmt.Errorf("connecting to %s: %w", n.url, err)}
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, &exitError{code: exitUsage, err: fmt.Errorf("jetstream: %w", err)}
+		return nil, &exitError{code: exitUsage, err: err}
 	}
 	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := topology.EnsureAttempts(ectx, js, topology.Config{}); err != nil {
-		nc.Close()
+	if err := prepareStream(ectx, conn.JS, n, logger); err != nil {
+		conn.Close()
 		return nil, &exitError{code: exitUsage, err: err}
 	}
-	pub, err := emit.New(js,
-		emit.WithEnsureStream(topology.Config{}),
-		emit.WithErrorHandler(func(err error) { logger.Warn("publish failed; retrying", slog.Any("error", err)) }),
-	)
+	opts := []emit.Option{emit.WithErrorHandler(func(err error) { logger.Warn("publish failed; retrying", slog.Any("error", err)) })}
+	if n.create {
+		opts = append(opts, emit.WithEnsureStream(n.topo))
+	}
+	pub, err := emit.New(conn.JS, opts...)
 	if err != nil {
-		nc.Close()
+		conn.Close()
 		return nil, err
 	}
-	return &session{nc: nc, pub: pub, drain: n.drainTimeout}, nil
+	return &session{conn: conn, pub: pub, drain: n.drainTimeout}, nil
+}
+
+// prepareStream checks that LEDGER_ATTEMPTS exists; with --create-stream
+// it creates it when missing, and warns when the existing one differs
+// from what was asked.
+func prepareStream(ctx context.Context, js jetstream.JetStream, n natsFlags, logger *slog.Logger) error {
+	if !n.create {
+		_, err := js.Stream(ctx, events.AttemptsStream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("stream %s does not exist: start the aggregator first, or pass --create-stream", events.AttemptsStream)
+		}
+		return err
+	}
+	diffs, err := topology.Check(ctx, js, n.topo)
+	if err != nil {
+		return err
+	}
+	for _, d := range diffs {
+		logger.Warn(d.String(), "resource", d.Resource, "setting", d.Setting, "want", d.Want, "have", d.Have, "fix", d.Fix)
+	}
+	_, err = topology.EnsureAttempts(ctx, js, n.topo)
+	return err
 }
 
 // close drains the publisher (even when ctx is done: what was enqueued is
@@ -177,10 +223,15 @@ func (s *session) close(ctx context.Context) (emit.Stats, error) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.drain)
 	defer cancel()
 	st, err := s.pub.Close(dctx)
-	s.nc.Close()
+	s.conn.Close()
 	return st, err
 }
 
-func newLogger(stderr io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+// newLogger is the logger the flags ask for (validate checked them).
+func newLogger(stderr io.Writer, n natsFlags) *slog.Logger {
+	log, err := n.logs.New(stderr)
+	if err != nil {
+		return slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	return log
 }

@@ -173,7 +173,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	logger := newLogger(stderr)
+	logger := newLogger(stderr, f.nats)
 	conn, err := connect(ctx, f.nats, logger)
 	if err != nil {
 		return err

@@ -51,7 +51,7 @@ type anthropicReply struct {
 }
 
 func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
-	c, err := identify(r)
+	c, err := s.identifyRequest(r)
 	if err != nil {
 		s.ledger.recordUnidentified()
 		anthropicError(w, "", http.StatusBadRequest, "invalid_request_error", err.Error())
@@ -179,4 +179,11 @@ func (a anthropicReply) startStall(w http.ResponseWriter, c callID, u events.Usa
 // replyText is the text of a successful answer.
 func replyText(c callID) string {
 	return "Simulated answer to " + c.RequestID + "."
+}
+
+// streamError sends an error event of type api_error, as Anthropic does
+// when a stream fails after it started.
+func (a anthropicReply) streamError(w http.ResponseWriter) error {
+	ev := &sse{w: w, rc: http.NewResponseController(w)}
+	return ev.send("error", map[string]any{"type": "error", "error": map[string]any{"type": "api_error", "message": "Internal server error"}})
 }

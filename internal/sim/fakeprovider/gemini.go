@@ -37,7 +37,7 @@ func (s *Server) geminiModels(w http.ResponseWriter, r *http.Request) {
 		geminiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "streamGenerateContent: the fake provider streams only with alt=sse", nil)
 		return
 	}
-	c, err := identify(r)
+	c, err := s.identifyRequest(r)
 	if err != nil {
 		s.ledger.recordUnidentified()
 		geminiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error(), nil)
@@ -141,4 +141,11 @@ func (g geminiReply) succeed(w http.ResponseWriter, c callID, u events.Usage) er
 func (g geminiReply) startStall(w http.ResponseWriter, c callID, u events.Usage) error {
 	ev := startSSE(w)
 	return ev.send("", g.chunk(c, replyText(c), "", u))
+}
+
+// streamError sends an error object, as the Gemini API does when a stream
+// fails after it started.
+func (g geminiReply) streamError(w http.ResponseWriter) error {
+	ev := &sse{w: w, rc: http.NewResponseController(w)}
+	return ev.send("", map[string]any{"error": map[string]any{"code": 500, "message": "An internal error has occurred.", "status": "INTERNAL"}})
 }

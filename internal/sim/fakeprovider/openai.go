@@ -26,7 +26,7 @@ type openaiReply struct {
 }
 
 func (s *Server) openaiChatCompletions(w http.ResponseWriter, r *http.Request) {
-	c, err := identify(r)
+	c, err := s.identifyRequest(r)
 	if err != nil {
 		s.ledger.recordUnidentified()
 		openaiError(w, "", http.StatusBadRequest, "invalid_request_error", "missing_header", err.Error())
@@ -125,3 +125,6 @@ func (o openaiReply) succeed(w http.ResponseWriter, c callID, u events.Usage) er
 
 // startStall is never called: the server does not stream chat completions.
 func (o openaiReply) startStall(http.ResponseWriter, callID, events.Usage) error { return nil }
+
+// streamError is never called: the server does not stream chat completions.
+func (o openaiReply) streamError(http.ResponseWriter) error { return nil }

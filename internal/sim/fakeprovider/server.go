@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agentledger/ledger/internal/events"
 )
@@ -31,15 +32,22 @@ type Options struct {
 	Seed uint64
 	// Mix is the fault mix. The zero value injects no faults.
 	Mix Mix
+	// Script, when set, replaces the seed and the mix: the server answers
+	// the n-th request it receives with Script[n], whatever it asks, and
+	// requests need no ledger headers. Requests past the end are answered
+	// 500 and counted (Unscripted).
+	Script []Step
 }
 
 // Server is the fake provider: an HTTP server on 127.0.0.1 with a random
 // port, serving every provider under its own path prefix (see BaseURL). It
 // is safe for concurrent use; Close stops it.
 type Server struct {
-	plan   Plan
-	ts     *httptest.Server
-	ledger *ledger
+	plan     Plan
+	script   *script
+	requests atomic.Int64
+	ts       *httptest.Server
+	ledger   *ledger
 
 	stop      chan struct{} // closed by Close; releases stalled handlers
 	closeOnce sync.Once
@@ -50,19 +58,30 @@ func New(opts Options) (*Server, error) {
 	if err := opts.Mix.Validate(); err != nil {
 		return nil, err
 	}
+	var sc *script
+	if opts.Script != nil {
+		sc = &script{steps: opts.Script}
+		if err := sc.validate(); err != nil {
+			return nil, err
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("fakeprovider: listen: %w", err)
 	}
 	s := &Server{
 		plan:   Plan{Seed: opts.Seed, Mix: opts.Mix},
+		script: sc,
 		ledger: newLedger(),
 		stop:   make(chan struct{}),
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /anthropic/v1/messages", s.anthropicMessages)
-	mux.HandleFunc("POST /openai/v1/chat/completions", s.openaiChatCompletions)
-	mux.HandleFunc("POST /gemini/v1beta/models/", s.geminiModels)
+	counted := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) { s.requests.Add(1); h(w, r) }
+	}
+	mux.HandleFunc("POST /anthropic/v1/messages", counted(s.anthropicMessages))
+	mux.HandleFunc("POST /openai/v1/chat/completions", counted(s.openaiChatCompletions))
+	mux.HandleFunc("POST /gemini/v1beta/models/", counted(s.geminiModels))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "fakeprovider: no such endpoint: "+r.Method+" "+r.URL.Path, http.StatusNotFound)
 	})
@@ -106,6 +125,15 @@ func (s *Server) Close() {
 		s.ts.CloseClientConnections()
 		s.ts.Close()
 	})
+}
+
+// identifyRequest reads the ledger headers; a scripted server takes
+// requests without them too.
+func (s *Server) identifyRequest(r *http.Request) (callID, error) {
+	if s.script != nil {
+		return scriptedCall(r, int(s.script.next.Load())), nil
+	}
+	return identify(r)
 }
 
 // identify reads the ledger headers.
@@ -206,6 +234,9 @@ type reply interface {
 	// startStall begins a streamed answer that reports the billed usage u,
 	// before the server stalls.
 	startStall(w http.ResponseWriter, c callID, u events.Usage) error
+	// streamError ends a streamed answer begun by startStall with an error
+	// event of a server error.
+	streamError(w http.ResponseWriter) error
 }
 
 // serve is the common flow of every endpoint once the provider's request
@@ -217,9 +248,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c callID, provide
 		s.ledger.recordAbandoned()
 		return
 	}
-	d := s.plan.Decide(c.RequestID, c.Attempt)
-	usage := s.plan.Usage(provider, c.RequestID)
-	if maxOutput > 0 && usage.OutputTokens > maxOutput {
+	d, usage, ok := s.decide(c, provider)
+	if !ok {
+		unscripted(w, s.script.over.Load())
+		return
+	}
+	if s.script == nil && maxOutput > 0 && usage.OutputTokens > maxOutput {
 		usage.OutputTokens = maxOutput
 	}
 	switch d.Fault {
@@ -234,9 +268,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c callID, provide
 		}
 		billed := usage
 		billed.OutputTokens = StalledOutputTokens
+		if s.script != nil {
+			billed = usage // as scripted
+		}
 		s.ledger.record(c, provider, model, FaultBilledTimeout, billed)
 		if rep.startStall(w, c, billed) == nil {
 			s.stall(r)
+		}
+	case FaultBilledError:
+		s.ledger.record(c, provider, model, FaultBilledError, usage)
+		if !stream {
+			rep.fail(w, c, Decision{Fault: FaultServerError})
+			return
+		}
+		if rep.startStall(w, c, usage) == nil {
+			_ = rep.streamError(w)
 		}
 	default:
 		s.ledger.record(c, provider, model, d.Fault, events.Usage{})

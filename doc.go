@@ -1,0 +1,46 @@
+// Package ledger is what a Go agent imports to join the usage ledger: it
+// connects to NATS, runs every model call through a retry middleware that
+// records one event per attempt, and publishes those events to the
+// ledger's stream, where the aggregator projects them into usage (what the
+// logical calls used: the winning attempt) and billed (what the provider
+// charged: every attempt).
+//
+// An agent wires it in a few lines:
+//
+//	conn, err := ledger.Connect(ctx, ledger.WithEnv()) // NATS_URL, NATS_CREDS, NATS_CA, ...
+//	defer conn.Close()
+//	pub, err := ledger.NewPublisher(ctx, conn.JetStream())
+//	defer pub.Close(ctx) // drains; reports undelivered events
+//	mw, err := ledger.NewMiddleware(pub, ledger.WithClassifiers(anthropic.Classifier))
+//	msg, err := ledger.Do(ctx, mw, ledger.Call{SessionID: "sess-1", Provider: anthropic.Name, Model: "claude-sonnet-4-5"},
+//		func(ctx context.Context, a ledger.Attempt) (*sdk.Message, ledger.Report, error) { ... })
+//
+// with the provider adapters of github.com/agentledger/ledger/provider/...
+// (classification, usage, and client options that turn the SDK's own
+// retries off). Tests in other modules use
+// github.com/agentledger/ledger/ledgertest, an embedded server with the
+// ledger and an aggregator in process; github.com/agentledger/ledger/metrics
+// exposes the publisher's and the middleware's counters to Prometheus.
+//
+// # Concepts
+//
+//   - Connect (connect.go): the nats CLI's settings (URL, creds file, NKEY
+//     seed, TLS CA and client certificate, saved contexts, their
+//     environment variables). A refused connection is a *ConnectError that
+//     names the server, what was offered and what was refused; reconnects
+//     are unlimited, with backoff, each one logged.
+//   - Publisher (publisher.go): the asynchronous publisher of attempt
+//     events. Publish never waits on the network; Flush waits for the acks;
+//     Close drains and says how many events were undelivered. It creates
+//     the stream only when asked (WithCreateStream), and then warns when
+//     the stream that exists differs from what was asked.
+//   - Middleware and Do (middleware.go): the retry middleware. Each
+//     logical call (Call) gets a stable request_id shared by its attempts;
+//     each attempt is classified (Classifier), retried under a Policy with
+//     backoff, jitter and the server's Retry-After hints, guarded by a
+//     circuit breaker per upstream, and recorded as one event.
+//
+// Every option validates its argument: New* and Connect return an error
+// wrapping ErrInvalidOption that names the option and the rule. Nothing
+// in this package exposes a type of the ledger's internal packages.
+package ledger

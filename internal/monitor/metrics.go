@@ -1,0 +1,104 @@
+package monitor
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/projection"
+)
+
+// Source is what the metrics read of an aggregator when scraped;
+// *projection.Aggregator is one.
+type Source interface {
+	// Applied is the stream sequence this process has applied through.
+	Applied() uint64
+	// Leading reports whether this process holds the lease.
+	Leading() bool
+	// Stats are the process's counters.
+	Stats() projection.Stats
+}
+
+// Observer is told of every committed batch and every rejected event, by
+// the aggregator's goroutine. Implementations must be quick and must not
+// allocate: they run once per batch and once per rejection.
+type Observer interface {
+	// BatchCommitted is called when a batch's checkpoint is written: it
+	// applied events events and took took from its first event in hand to
+	// its checkpoint.
+	BatchCommitted(events int, took time.Duration)
+	// Rejected is called once for each event recorded in LEDGER_REJECTED.
+	Rejected(reason string)
+}
+
+// reasons are the reject reasons of the contract, whose counters exist
+// (at 0) from the start.
+var reasons = []events.Reason{
+	events.ReasonMalformedJSON, events.ReasonUnknownSchema, events.ReasonInvalidField,
+	events.ReasonSubjectMismatch, events.ReasonSessionConflict,
+}
+
+// Metrics are the aggregator's collectors, registered in their own
+// registry. They implement Observer.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	lag, checkpoint prometheus.Gauge
+	batch           prometheus.Histogram
+	rejected        *prometheus.CounterVec
+	byReason        map[string]prometheus.Counter
+	other           prometheus.Counter
+}
+
+// NewMetrics makes the collectors over src.
+func NewMetrics(src Source) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ledger_aggregator_lag_events",
+			Help: "Events in LEDGER_ATTEMPTS not yet applied: the stream's last sequence minus the ledger's checkpoint."}),
+		checkpoint: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ledger_aggregator_checkpoint_sequence",
+			Help: "The ledger's checkpoint: every event up to this stream sequence is applied."}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ledger_aggregator_batch_seconds",
+			Help:    "Time to apply and commit one batch.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12)}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ledger_aggregator_rejected_total",
+			Help: "Events this process recorded in LEDGER_REJECTED, by reason."}, []string{"reason"}),
+		byReason: make(map[string]prometheus.Counter, len(reasons)),
+	}
+	for _, r := range reasons {
+		m.byReason[string(r)] = m.rejected.WithLabelValues(string(r))
+	}
+	m.other = m.rejected.WithLabelValues("other")
+	applied := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ledger_aggregator_events_applied_total",
+		Help: "Events this process applied to the ledger."}, func() float64 { return float64(src.Stats().Events) })
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ledger_aggregator_lease_held",
+		Help: "1 while this process holds the lease and writes the ledger, 0 on standby."}, func() float64 {
+		if src.Leading() {
+			return 1
+		}
+		return 0
+	})
+	m.Registry.MustRegister(m.lag, m.checkpoint, m.batch, m.rejected, applied, held,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// BatchCommitted implements Observer.
+func (m *Metrics) BatchCommitted(_ int, took time.Duration) { m.batch.Observe(took.Seconds()) }
+
+// Rejected implements Observer.
+func (m *Metrics) Rejected(reason string) {
+	if c, ok := m.byReason[reason]; ok {
+		c.Inc()
+		return
+	}
+	m.other.Inc()
+}
+
+// setPosition records the stream's last sequence and the checkpoint.
+func (m *Metrics) setPosition(last, checkpoint uint64) {
+	m.checkpoint.Set(float64(checkpoint))
+	m.lag.Set(float64(last - min(checkpoint, last)))
+}

@@ -1,0 +1,131 @@
+package ledger_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger"
+	"github.com/agentledger/ledger/internal/embedded"
+	"github.com/agentledger/ledger/internal/natstest"
+)
+
+func osMkdirTemp() (string, error) { return os.MkdirTemp("", "ledger-example-") }
+
+// A publisher does not create the stream unless asked; when asked, an
+// existing stream with other settings is a warning naming the fix.
+func TestPublisherStream(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx := t.Context()
+	conn, err := ledger.Connect(ctx, ledger.WithURL(srv.URL()))
+	require.NoError(t, err)
+	t.Cleanup(conn.Close)
+	_, err = ledger.NewPublisher(ctx, conn.JetStream())
+	require.ErrorIs(t, err, ledger.ErrNoStream)
+
+	pub, err := ledger.NewPublisher(ctx, conn.JetStream(), ledger.WithCreateStream(ledger.StreamConfig{}))
+	require.NoError(t, err)
+	_, err = pub.Close(ctx)
+	require.NoError(t, err)
+	require.ErrorIs(t, pub.Flush(ctx), ledger.ErrPublisherClosed)
+
+	var logs bytes.Buffer
+	pub, err = ledger.NewPublisher(ctx, conn.JetStream(), ledger.WithCreateStream(ledger.StreamConfig{DuplicateWindow: 5 * time.Minute}),
+		ledger.WithPublisherLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	require.NoError(t, err)
+	_, _ = pub.Close(ctx)
+	assert.Contains(t, logs.String(), "LEDGER_ATTEMPTS has duplicate window 2m0s, not the 5m0s asked for")
+	assert.Contains(t, logs.String(), "nats stream edit LEDGER_ATTEMPTS --dupe-window 5m0s")
+}
+
+func TestOptionsAreValidated(t *testing.T) {
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"WithURL":            func() error { _, err := ledger.Connect(ctx, ledger.WithURL("")); return err }(),
+		"WithClientCert":     func() error { _, err := ledger.Connect(ctx, ledger.WithClientCert("c.pem", "")); return err }(),
+		"WithConnectTimeout": func() error { _, err := ledger.Connect(ctx, ledger.WithConnectTimeout(0)); return err }(),
+		"nkey":               func() error { _, err := ledger.Connect(ctx, ledger.WithNKeyFile("/nonexistent/seed.nk")); return err }(),
+		"WithPolicy": func() error {
+			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithPolicy(ledger.Policy{BaseDelay: -1}))
+			return err
+		}(),
+		"WithBreaker": func() error {
+			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithBreaker(ledger.BreakerConfig{Cooldown: -1}))
+			return err
+		}(),
+		"WithCreateStream": func() error {
+			_, err := ledger.NewPublisher(ctx, nil, ledger.WithCreateStream(ledger.StreamConfig{Replicas: 9}))
+			return err
+		}(),
+	} {
+		assert.ErrorIs(t, err, ledger.ErrInvalidOption, name)
+		assert.ErrorContains(t, err, name)
+	}
+}
+
+// A refused connection is a *ConnectError naming the server, what was
+// offered and what was refused.
+func TestConnectRefused(t *testing.T) {
+	s, err := embeddedWithToken(t)
+	require.NoError(t, err)
+	_, err = ledger.Connect(t.Context(), ledger.WithURL(s))
+	var ce *ledger.ConnectError
+	require.ErrorAs(t, err, &ce)
+	assert.ErrorIs(t, err, ledger.ErrRefused)
+	assert.Equal(t, s, ce.Server)
+	assert.Equal(t, "no credentials", ce.Offered)
+	assert.Contains(t, ce.Refused, "requires credentials")
+}
+
+func embeddedWithToken(t *testing.T) (string, error) {
+	return startWith(t, &server.Options{Authorization: "secret"})
+}
+
+func TestCallErrors(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx := t.Context()
+	conn, err := ledger.Connect(ctx, ledger.WithURL(srv.URL()))
+	require.NoError(t, err)
+	t.Cleanup(conn.Close)
+	pub, err := ledger.NewPublisher(ctx, conn.JetStream(), ledger.WithCreateStream(ledger.StreamConfig{}))
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = pub.Close(context.Background()) })
+	mw, err := ledger.NewMiddleware(pub, ledger.WithBreaker(ledger.BreakerConfig{FailureThreshold: 1, Cooldown: time.Hour}),
+		ledger.WithPolicy(ledger.Policy{MaxRetries: 0, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, HintCap: time.Second}))
+	require.NoError(t, err)
+	fail := func(context.Context, ledger.Attempt) (int, ledger.Report, error) {
+		return 0, ledger.Report{}, context.DeadlineExceeded
+	}
+
+	_, err = ledger.Do(ctx, mw, ledger.Call{SessionID: "bad.id", Provider: "p", Model: "m"}, fail)
+	require.ErrorIs(t, err, ledger.ErrInvalidCall)
+	assert.ErrorContains(t, err, "session_id")
+
+	call := ledger.Call{SessionID: "s", Provider: "p", Model: "m"}
+	_, err = ledger.Do(ctx, mw, call, fail) // a timeout: retryable, opens the breaker
+	var ce *ledger.CallError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, ledger.StopExhausted, ce.Reason)
+	assert.True(t, errors.Is(err, context.DeadlineExceeded))
+	_, err = ledger.Do(ctx, mw, call, fail)
+	require.ErrorIs(t, err, ledger.ErrCircuitOpen)
+}
+
+func startWith(t *testing.T, opts *server.Options) (string, error) {
+	t.Helper()
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", server.RANDOM_PORT, true, true
+	s, err := embedded.Start(opts)
+	if err != nil {
+		return "", err
+	}
+	t.Cleanup(s.Shutdown)
+	return s.URL(), nil
+}

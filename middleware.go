@@ -1,0 +1,332 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/agentledger/ledger/internal/breaker"
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/retry"
+)
+
+// Defaults of DefaultPolicy and of the circuit breakers.
+const (
+	DefaultMaxRetries       = 2
+	DefaultBaseDelay        = time.Second
+	DefaultMaxDelay         = 30 * time.Second
+	DefaultJitter           = 0.2
+	DefaultHintCap          = 60 * time.Second
+	DefaultFailureThreshold = 5
+	DefaultCooldown         = 30 * time.Second
+)
+
+var (
+	// ErrInvalidCall is wrapped by the error Do returns, before any attempt
+	// and without any event, for a call it cannot make: a session or
+	// request ID, provider or model that breaks the contract's rules (the
+	// message names the field and the rule), or a nil context, middleware
+	// or function.
+	ErrInvalidCall = errors.New("ledger: invalid call")
+	// ErrCircuitOpen is matched (errors.Is) by the error of a call that an
+	// upstream's open circuit breaker rejected.
+	ErrCircuitOpen = errors.New("ledger: circuit open")
+	// ErrPanicked is matched by the error of a call whose Classifier
+	// panicked (the attempt is recorded; the call ends).
+	ErrPanicked = errors.New("ledger: classifier panicked")
+)
+
+// Policy says how often and how patiently a call is retried. Start from
+// DefaultPolicy and change what you need; NewMiddleware refuses
+// meaningless values (the zero Policy selects DefaultPolicy).
+type Policy struct {
+	// MaxRetries is how many attempts may follow the first one (0 to 1000).
+	MaxRetries int
+	// BaseDelay is the wait before the first retry, before jitter; it
+	// doubles for each retry. It must be positive.
+	BaseDelay time.Duration
+	// MaxDelay caps every computed wait. It must be at least BaseDelay.
+	MaxDelay time.Duration
+	// Jitter spreads each wait by a factor uniform in [1-Jitter,
+	// 1+Jitter]; from 0 (none) to 1.
+	Jitter float64
+	// HintCap is the longest server hint (Retry-After) honoured; a longer
+	// one ends the call at once instead of waiting. It must be positive.
+	HintCap time.Duration
+	// AttemptTimeout bounds each attempt with its own deadline; 0 means
+	// none. Its expiry is retried; the caller's own deadline is not.
+	AttemptTimeout time.Duration
+}
+
+// DefaultPolicy returns 2 retries (3 attempts), a 1 s base delay doubling
+// per retry with ±20 % jitter, capped at 30 s, server hints honoured up to
+// 60 s, and no attempt timeout.
+func DefaultPolicy() Policy { return Policy(retry.DefaultPolicy()) }
+
+// Call names one logical model call.
+type Call struct {
+	// SessionID is the caller's session: 1 to 128 bytes of letters,
+	// digits, '-', '_' and ':'.
+	SessionID string
+	// RequestID is the call's stable ID, shared by all its attempts; the
+	// same rule as SessionID. Empty means a new ULID.
+	RequestID string
+	// Provider and Model name the upstream, as written into the events;
+	// both are required.
+	Provider, Model string
+	// Upstream is the key of the call's circuit breaker; empty means
+	// Provider+"/"+Model.
+	Upstream string
+}
+
+// Attempt is what the call's function learns about the attempt it is
+// asked to make.
+type Attempt struct {
+	Number    int    // 0 for the first attempt
+	RequestID string // the call's request_id, the same for every attempt
+	SessionID string
+	EventID   string // the event_id of this attempt's event
+}
+
+// Report is what an attempt learned from the provider, on success and on
+// error alike: a provider may bill a failed attempt (a stream that
+// reported its input usage and then failed), and the usage lands in that
+// attempt's event as billed.
+type Report struct {
+	Usage             Usage
+	ProviderRequestID string // the provider's request-id; overrides the classifier's
+}
+
+// StopReason says why a call ended without success.
+type StopReason string
+
+// The reasons a call ends without success.
+const (
+	StopNonRetryable StopReason = "non_retryable"
+	StopExhausted    StopReason = "retries_exhausted"
+	StopHintOverCap  StopReason = "hint_over_cap"
+	StopDeadline     StopReason = "deadline"
+	StopCanceled     StopReason = "canceled"
+	StopCircuitOpen  StopReason = "circuit_open"
+	StopPanicked     StopReason = "panicked"
+)
+
+// CallError is the error Do returns for a call that ended without
+// success. It unwraps to Err, the last error the call's function returned
+// (so errors.As on the SDK's error type works), and to Cause, what ended
+// the call when it was not Err (the breaker's rejection, so that
+// errors.Is(err, ErrCircuitOpen) holds; the caller's context error; a
+// classifier's panic).
+type CallError struct {
+	RequestID string
+	// Attempts is how many times the function was called.
+	Attempts int
+	// Reason says why the call ended.
+	Reason StopReason
+	// Classification is that of the attempt that ended the call.
+	Classification Classification
+	// Err is the last error the function returned; nil when it never
+	// failed.
+	Err error
+	// Cause is what ended the call when it is not Err; otherwise nil.
+	Cause error
+}
+
+func (e *CallError) Error() string {
+	return fmt.Sprintf("ledger: call %s ended (%s) after %d attempt(s): %v", e.RequestID, e.Reason, e.Attempts, errors.Join(e.Cause, e.Err))
+}
+
+// Is makes errors.Is(err, ErrCircuitOpen) true for a call an open
+// circuit rejected, and errors.Is(err, ErrPanicked) for one whose
+// classifier panicked.
+func (e *CallError) Is(target error) bool {
+	return target == ErrCircuitOpen && e.Reason == StopCircuitOpen || target == ErrPanicked && e.Reason == StopPanicked
+}
+
+// Unwrap returns Cause and Err, those that are set.
+func (e *CallError) Unwrap() []error {
+	var out []error
+	for _, err := range []error{e.Cause, e.Err} {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// MiddlewareStats are a middleware's counters since NewMiddleware.
+type MiddlewareStats struct {
+	Calls      uint64 // calls to Do that passed validation
+	Attempts   uint64 // calls of the call's function
+	Retries    uint64 // waits before another attempt
+	Rejections uint64 // attempts not made: breaker open or caller's context done
+	Events     uint64 // events the publisher accepted
+	SinkErrors uint64 // events the publisher refused
+	Panics     uint64 // panics during a call
+}
+
+// Middleware runs calls under a retry policy, a circuit breaker per
+// upstream, and a publisher of their attempt events. Create it with
+// NewMiddleware; it is safe for concurrent use and starts no goroutines.
+type Middleware struct {
+	mw *retry.Middleware
+}
+
+// MiddlewareOption configures NewMiddleware.
+type MiddlewareOption func(*middlewareOptions) error
+
+type middlewareOptions struct {
+	policy      Policy
+	classifiers classifierChain
+	breaker     breaker.Config
+	log         *slog.Logger
+}
+
+// WithPolicy sets the retry policy (default DefaultPolicy).
+func WithPolicy(p Policy) MiddlewareOption {
+	return func(o *middlewareOptions) error {
+		if p != (Policy{}) {
+			if err := retry.Policy(p).Validate(); err != nil {
+				return invalid("WithPolicy", "%v", err)
+			}
+		}
+		o.policy = p
+		return nil
+	}
+}
+
+// WithClassifiers sets the classifiers of provider errors, tried in
+// order (normally the Classifier of each provider package used). Without
+// any, only transport errors are recognised. None may be nil.
+func WithClassifiers(cs ...Classifier) MiddlewareOption {
+	return func(o *middlewareOptions) error {
+		for i, c := range cs {
+			if c == nil {
+				return invalid("WithClassifiers", "classifier %d is nil", i)
+			}
+		}
+		o.classifiers = append(o.classifiers, cs...)
+		return nil
+	}
+}
+
+// BreakerConfig configures the circuit breaker of every upstream.
+type BreakerConfig struct {
+	// FailureThreshold is the number of consecutive retryable failures
+	// that opens an upstream's circuit (default DefaultFailureThreshold).
+	FailureThreshold int
+	// Cooldown is how long a circuit stays open before one probe call is
+	// admitted (default DefaultCooldown).
+	Cooldown time.Duration
+	// OnStateChange, when set, is told every change of an upstream's
+	// circuit ("closed", "open", "half-open"). It runs on a caller's
+	// goroutine and must be quick.
+	OnStateChange func(upstream, from, to string)
+}
+
+// WithBreaker configures the circuit breakers (defaults: open after 5
+// consecutive retryable failures, one probe after 30 s). Neither field may
+// be negative.
+func WithBreaker(c BreakerConfig) MiddlewareOption {
+	return func(o *middlewareOptions) error {
+		cfg := breaker.Config{FailureThreshold: c.FailureThreshold, Cooldown: c.Cooldown}
+		if fn := c.OnStateChange; fn != nil {
+			cfg.OnStateChange = func(key string, from, to breaker.State) { fn(key, from.String(), to.String()) }
+		}
+		if _, err := breaker.NewGroup(cfg); err != nil {
+			return invalid("WithBreaker", "%v", err)
+		}
+		o.breaker = cfg
+		return nil
+	}
+}
+
+// WithMiddlewareLogger sets the logger told about every event the
+// publisher refused (default: none; they are counted in
+// MiddlewareStats.SinkErrors).
+func WithMiddlewareLogger(l *slog.Logger) MiddlewareOption {
+	return func(o *middlewareOptions) error {
+		if l == nil {
+			return invalid("WithMiddlewareLogger", "logger must not be nil")
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// NewMiddleware returns a middleware that publishes the event of every
+// attempt with pub.
+func NewMiddleware(pub *Publisher, opts ...MiddlewareOption) (*Middleware, error) {
+	if pub == nil {
+		return nil, invalid("NewMiddleware", "publisher must not be nil")
+	}
+	var o middlewareOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, invalid("NewMiddleware", "nil option")
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	group, err := breaker.NewGroup(o.breaker)
+	if err != nil {
+		return nil, invalid("WithBreaker", "%v", err)
+	}
+	ro := retry.Options{Policy: retry.Policy(o.policy), Sink: pub.p, Breakers: group, Logger: o.log}
+	if len(o.classifiers) > 0 {
+		ro.Classifier = o.classifiers
+	}
+	mw, err := retry.New(ro)
+	if err != nil {
+		return nil, invalid("NewMiddleware", "%v", err)
+	}
+	return &Middleware{mw: mw}, nil
+}
+
+// Stats returns a snapshot of the middleware's counters.
+func (m *Middleware) Stats() MiddlewareStats { return MiddlewareStats(m.mw.Stats()) }
+
+// Do runs fn, the attempts of one logical call, under m's policy and
+// returns the result of the first successful attempt, or a *CallError.
+//
+// fn receives the attempt's context (ctx, bounded by
+// Policy.AttemptTimeout when set) and its Attempt, and returns its result,
+// what it learned from the provider (its usage, on error too) and its
+// error. Every attempt yields exactly one event, handed to the publisher
+// before Do goes on; the caller's cancellation is never retried. A panic of
+// fn is recorded as the call's final attempt and then goes on to the
+// caller.
+func Do[T any](ctx context.Context, m *Middleware, call Call, fn func(ctx context.Context, a Attempt) (T, Report, error)) (T, error) {
+	if m == nil || fn == nil {
+		var zero T
+		return zero, fmt.Errorf("%w: the middleware and the function are required", ErrInvalidCall)
+	}
+	v, err := retry.Do(ctx, m.mw, retry.Call(call), func(ctx context.Context, a retry.Attempt) (T, retry.Report, error) {
+		v, r, err := fn(ctx, Attempt(a))
+		return v, retry.Report{Usage: events.Usage(r.Usage), ProviderRequestID: r.ProviderRequestID}, err
+	})
+	return v, publicCallError(err)
+}
+
+// publicCallError turns the middleware's errors into this package's.
+func publicCallError(err error) error {
+	var ce *retry.CallError
+	var fe *events.FieldError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce):
+		return &CallError{
+			RequestID: ce.RequestID, Attempts: ce.Attempts, Reason: StopReason(ce.Reason),
+			Classification: fromRetry(ce.Classification), Err: ce.Err, Cause: ce.Cause,
+		}
+	case errors.As(err, &fe):
+		return fmt.Errorf("%w: %s: %s", ErrInvalidCall, fe.Field, fe.Rule)
+	case errors.Is(err, retry.ErrInvalidCall):
+		return fmt.Errorf("%w: %v", ErrInvalidCall, err)
+	}
+	return err
+}

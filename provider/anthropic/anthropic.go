@@ -1,0 +1,65 @@
+package anthropic
+
+import (
+	"net/http"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/agentledger/ledger"
+	"github.com/agentledger/ledger/internal/bridge"
+	impl "github.com/agentledger/ledger/internal/provider/anthropic"
+)
+
+// Name is the provider of the calls made with this SDK, for ledger.Call.
+const Name = "anthropic"
+
+// RequestIDHeader is the response header in which Anthropic names the
+// request.
+const RequestIDHeader = "request-id"
+
+// Classifier classifies the errors of the Anthropic SDK, for
+// ledger.WithClassifiers. It is safe for concurrent use.
+var Classifier ledger.Classifier = ledger.ClassifierFunc(Classify)
+
+// Classify classifies a *anthropic.Error anywhere in err's chain: an HTTP
+// error response by its status, x-should-retry and Retry-After headers,
+// an error event inside a stream by its error type; an account out of
+// credit is never retried. For any other error it returns ok false.
+func Classify(err error, now time.Time) (ledger.Classification, bool) {
+	return bridge.Classify(impl.Classifier, err, now)
+}
+
+// ClientOptions returns the options every client used under the
+// middleware must be built with: the SDK's own retries off. Append them
+// after any other options, since a later WithMaxRetries wins.
+func ClientOptions() []option.RequestOption { return impl.ClientOptions() }
+
+// UsageOf converts the usage of a message to the ledger's. Anthropic's
+// input_tokens excludes the prompt cache's tokens, while the ledger's
+// InputTokens counts every input token, so the cache counts are added to
+// it; they are also reported as its subsets.
+func UsageOf(u sdk.Usage) ledger.Usage { return ledger.Usage(impl.UsageOf(u)) }
+
+// RequestID returns the request id of a successful response's headers
+// (read them with option.WithResponseInto), or "" when there is none or it
+// does not fit the contract.
+func RequestID(h http.Header) string { return impl.RequestID(h) }
+
+// StreamUsage follows the usage a message stream reports, so that a
+// stream that fails midway still yields what was billed: message_start
+// carries the input counts, each message_delta the output so far. Feed it
+// every event of the stream; Usage then returns the usage so far, whether
+// or not the stream ended. The zero value is ready to use; it belongs to
+// the goroutine reading the stream.
+type StreamUsage struct {
+	s impl.StreamUsage
+}
+
+// Observe takes one event of the stream into account.
+func (s *StreamUsage) Observe(ev sdk.MessageStreamEventUnion) { s.s.Observe(ev) }
+
+// Usage returns the usage observed so far, in the ledger's terms (see
+// UsageOf).
+func (s *StreamUsage) Usage() ledger.Usage { return ledger.Usage(s.s.Usage()) }

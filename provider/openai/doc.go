@@ -1,0 +1,16 @@
+// Package openai adapts the OpenAI Go SDK (github.com/openai/openai-go/v3)
+// to the ledger's retry middleware: the classification of the SDK's
+// errors (Classifier), the usage of Chat Completions and Responses
+// (UsageOf, ResponseUsageOf), the client options that turn the SDK's own
+// retries off (ClientOptions), and the provider's request id (RequestID,
+// from the x-request-id header).
+//
+// The middleware is the single authoritative retry layer, so every client
+// used under it must be built with ClientOptions: the SDK otherwise
+// retries twice on its own (honouring Retry-After up to 2 minutes), and
+// each hidden retry is a billed attempt the ledger never sees.
+//
+// Classify recognises a *openai.Error (an HTTP error response) and an
+// error object inside a stream; it leaves transport errors, the attempt's
+// timeout and the caller's cancellation to the middleware.
+package openai
