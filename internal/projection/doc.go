@@ -113,8 +113,9 @@
 // only after it has seen the same lease revision for a TTL on its own
 // clock, so a takeover comes at least a TTL after the holder sent its last
 // successful renewal; the holder counts the lease as good for two thirds
-// of that, renews every TTL/3 with a deadline of TTL/3, and sends no write
-// outside that window nor after it knows the lease is lost. The window is
+// of that, renews every TTL/3 (each renewal gives up at the end of that
+// window, well before the TTL), and sends no write outside that window
+// nor after it knows the lease is lost. The window is
 // not the fence (a process can stop between its check and its write); the
 // fences are. TestPausedHolderCannotCountTwice freezes a holder at every
 // point of a batch, lets another take over and commit, and resumes it.

@@ -171,14 +171,18 @@ func (l *lease) yieldRequested(ctx context.Context) bool {
 }
 
 // renew rewrites the lease; ErrLeaseLost when someone else changed it.
-// It gives up after TTL/3, so that a hung request cannot outlast the
-// lease.
+// It gives up when the lease stops being valid (two thirds of the TTL
+// after the last renewal was sent), so that a hung request cannot outlast
+// the lease.
 func (l *lease) renew(ctx context.Context) error {
 	val, err := json.Marshal(leaseValue{Holder: l.holder, TTL: l.ttl, Rules: l.rules})
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.ttl/3)
+	l.mu.Lock()
+	deadline := l.okAt.Add(l.validFor())
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, deadline.Sub(l.now()))
 	defer cancel()
 	sent := l.now()
 	rev, err := l.kv.Update(ctx, l.name(), val, l.rev)
