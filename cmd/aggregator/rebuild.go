@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -34,7 +33,10 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer conn.Close()
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log, err := cf.logger()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	var mu sync.Mutex
 	var meter *progress.Meter
