@@ -7,6 +7,7 @@ type Reason string
 
 // Reject reasons of wire contract v1.
 const (
+	ReasonTooLarge        Reason = "too_large"
 	ReasonMalformedJSON   Reason = "malformed_json"
 	ReasonUnknownSchema   Reason = "unknown_schema"
 	ReasonInvalidField    Reason = "invalid_field"
