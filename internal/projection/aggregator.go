@@ -362,17 +362,13 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 	if err != nil {
 		return fmt.Errorf("projection: creating consumer at %d: %w", cp+1, err)
 	}
-	// Read-ahead: up to a batch of decoded events waits in msgs while a
-	// batch commits; the client library holds at most readAhead more.
-	msgs := make(chan fetched, a.cfg.BatchSize)
+	// Read-ahead: up to a batch of decoded events (and readAheadBytes)
+	// waits in ahead while a batch commits; the client library holds at
+	// most readAhead more, and two pull requests' bytes (see input.go).
+	ahead := newIntake(a.cfg.BatchSize, readAheadBytes)
 	stop := make(chan struct{})
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		f := fetch(m)
-		select {
-		case msgs <- f:
-		case <-stop:
-		}
-	}, jetstream.PullMaxMessages(min(a.cfg.BatchSize, readAhead)))
+	cc, err := cons.Consume(func(m jetstream.Msg) { ahead.put(fetch(m), stop) },
+		PullLimits(a.cfg.JS.Conn().MaxPayload(), min(a.cfg.BatchSize, readAhead)))
 	if err != nil {
 		return fmt.Errorf("projection: consuming: %w", err)
 	}
@@ -432,17 +428,8 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 				return err
 			}
 			continue
-		case m := <-msgs:
-			batch = append(batch, m)
-		}
-	fill:
-		for len(batch) < a.cfg.BatchSize {
-			select {
-			case m := <-msgs:
-				batch = append(batch, m)
-			default:
-				break fill
-			}
+		case m := <-ahead.ch:
+			batch = ahead.fill(batch, m, a.cfg.BatchSize)
 		}
 		j, err := b.prepare(runCtx, batch)
 		if err != nil {

@@ -355,6 +355,7 @@ func copyRejections(ctx context.Context, js jetstream.JetStream, scratch, live *
 		for _, h := range []string{events.HeaderRejectReason, events.HeaderRejectDetail, events.HeaderOriginalSubject, headerOriginalSeq} {
 			out.Header.Set(h, m.Header.Get(h))
 		}
+		out.Header[events.HeaderOriginalSize] = m.Header.Values(events.HeaderOriginalSize) // only on a cut body
 		if _, err := js.PublishMsg(ctx, out); err != nil {
 			return fmt.Errorf("projection: recording rejection %s: %w", out.Subject, err)
 		}
