@@ -51,7 +51,7 @@ type rejection struct {
 	detail  string
 	subject string
 	data    []byte
-	size    int // the body's size when data keeps only its start (keptBody); else 0
+	size    int // the body's size when data keeps only its start (RejectionBody); else 0
 }
 
 type reqWork struct {
@@ -107,7 +107,7 @@ type fetched struct {
 	ev      *events.Attempt // nil when rejected
 	err     error           // why it is rejected
 	subject string          // of a rejected message
-	data    []byte          // of a rejected message, cut by keptBody
+	data    []byte          // of a rejected message, cut by RejectionBody
 	size    int             // as rejection.size
 	metaErr error           // the message has no JetStream metadata
 }
@@ -121,7 +121,7 @@ func fetch(m jetstream.Msg) fetched {
 	f.ev, f.err = Accept(m.Subject(), m.Data())
 	if f.err != nil {
 		f.subject = clipText(m.Subject(), events.MaxRejectSubjectBytes)
-		f.data, f.size = keptBody(m.Data())
+		f.data, f.size = RejectionBody(m.Data())
 	}
 	return f
 }

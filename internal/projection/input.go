@@ -148,11 +148,13 @@ func (r *intake) fill(batch []fetched, first fetched, n int) []fetched {
 	return batch
 }
 
-// keptBody returns what a rejection keeps of a body: all of it up to
-// events.MaxEventBytes (every body the contract allows), else a copy of
-// its first events.MaxEventBytes (so that the rest can be freed) and the
-// size it had.
-func keptBody(data []byte) (kept []byte, size int) {
+// RejectionBody returns what a LEDGER_REJECTED record keeps of a rejected
+// body: all of it up to events.MaxEventBytes (every body the contract
+// allows), else a copy of its first events.MaxEventBytes (so that the rest
+// can be freed) and the size it had, which the record's
+// events.HeaderOriginalSize gives. A replay that compares rejections cuts
+// the bodies it recomputes the same way.
+func RejectionBody(data []byte) (kept []byte, size int) {
 	if len(data) <= events.MaxEventBytes {
 		return data, 0
 	}

@@ -190,16 +190,16 @@ func TestHostileInputs(t *testing.T) {
 // original size; details and subjects are cut to their bounds.
 func TestRejectionBounds(t *testing.T) {
 	small := []byte(`{"schema":"nope"}`)
-	kept, size := keptBody(small)
+	kept, size := RejectionBody(small)
 	require.Equal(t, small, kept)
 	require.Zero(t, size)
 	whole := make([]byte, events.MaxEventBytes)
-	kept, size = keptBody(whole)
+	kept, size = RejectionBody(whole)
 	require.Len(t, kept, events.MaxEventBytes)
 	require.Zero(t, size)
 	big := make([]byte, events.MaxEventBytes+1)
 	big[0] = 'x'
-	kept, size = keptBody(big)
+	kept, size = RejectionBody(big)
 	require.Len(t, kept, events.MaxEventBytes)
 	require.Equal(t, events.MaxEventBytes+1, size)
 	big[0] = 'y'
