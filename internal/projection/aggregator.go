@@ -429,8 +429,9 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources) error {
 			}
 			continue
 		case m := <-ahead.ch:
-			batch = ahead.fill(batch, m, a.cfg.BatchSize)
+			batch = append(batch, m)
 		}
+		batch = ahead.fill(batch, a.cfg.BatchSize)
 		j, err := b.prepare(runCtx, batch)
 		if err != nil {
 			return err

@@ -131,11 +131,14 @@ func (r *intake) took(f *fetched) int {
 	return c
 }
 
-// fill appends first to batch, then whatever is queued, until the batch
+// fill releases the bytes of the messages in batch, which the batch loop
+// has taken out of ch, then appends whatever is queued until the batch
 // holds n messages or batchBytes of them.
-func (r *intake) fill(batch []fetched, first fetched, n int) []fetched {
-	size := r.took(&first)
-	batch = append(batch, first)
+func (r *intake) fill(batch []fetched, n int) []fetched {
+	size := 0
+	for i := range batch {
+		size += r.took(&batch[i])
+	}
 	for len(batch) < n && size < batchBytes {
 		select {
 		case f := <-r.ch:
