@@ -147,7 +147,7 @@ func emitOption(name string, ok bool, rule string, opt emit.Option) PublisherOpt
 // (see WithPublisherLogger).
 func WithCreateStream(cfg StreamConfig) PublisherOption {
 	return func(o *publisherOptions) error {
-		tc := topology.Config(cfg)
+		tc := topology.Config{DuplicateWindow: cfg.DuplicateWindow, Replicas: cfg.Replicas, MaxAge: cfg.MaxAge}
 		if _, err := topology.AttemptsStreamConfig(tc); err != nil {
 			return invalid("WithCreateStream", "%v", err)
 		}

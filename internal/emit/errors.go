@@ -21,8 +21,9 @@ var (
 	ErrInvalidOption = errors.New("emit: invalid option")
 
 	// ErrEventTooLarge is returned by Publish for an event whose encoded
-	// form exceeds the server's maximum payload: it could never be
-	// published.
+	// form exceeds the contract's events.MaxEventBytes or the server's
+	// maximum payload: it could never be stored. The message gives the
+	// size and the limit.
 	ErrEventTooLarge = errors.New("emit: event too large")
 )
 

@@ -144,7 +144,8 @@ func New(js jetstream.JetStream, opts ...Option) (*Publisher, error) {
 // is full it blocks until there is room, ctx ends (returning ctx's error)
 // or Close is called (returning ErrClosed). It returns a *events.FieldError
 // naming the field for an invalid event_id, session_id or request_id,
-// ErrEventTooLarge for an event the server could never take, and ErrClosed
+// ErrEventTooLarge for an event over the contract's events.MaxEventBytes
+// or the server's max payload (it could never be stored), and ErrClosed
 // after Close.
 func (p *Publisher) Publish(ctx context.Context, ev *events.Attempt) error {
 	if ev == nil {
@@ -162,6 +163,10 @@ func (p *Publisher) Publish(ctx context.Context, ev *events.Attempt) error {
 	data, err := events.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("emit: marshalling event %s: %w", ev.EventID, err)
+	}
+	if len(data) > events.MaxEventBytes {
+		return fmt.Errorf("%w: event %s is %d bytes as JSON; the contract allows at most %d (64 KiB), and the stream would refuse it",
+			ErrEventTooLarge, ev.EventID, len(data), events.MaxEventBytes)
 	}
 	// The header is "NATS/1.0\r\nNats-Msg-Id: <id>\r\n\r\n".
 	if size := int64(len(data) + len(ev.EventID) + 27); p.maxPayload > 0 && size > p.maxPayload {

@@ -525,11 +525,27 @@ func TestPublishRejectsInvalidEvents(t *testing.T) {
 		require.ErrorAs(t, p.Publish(testContext(t), nil), &fe)
 		assert.Equal(t, "event", fe.Field)
 	})
-	t.Run("larger than the server's max payload", func(t *testing.T) {
+	t.Run("larger than the contract allows", func(t *testing.T) {
 		ev := sampleEvent("sess", "req", "evt-big")
-		ev.Model = strings.Repeat("m", int(js.Conn().MaxPayload()))
-		require.ErrorIs(t, p.Publish(testContext(t), &ev), ErrEventTooLarge)
+		ev.Error = &events.AttemptError{Kind: events.KindServer, Message: strings.Repeat("m", 700<<10)}
+		err := p.Publish(testContext(t), &ev)
+		require.ErrorIs(t, err, ErrEventTooLarge)
+		data, _ := events.Marshal(&ev)
+		assert.ErrorContains(t, err, fmt.Sprintf("is %d bytes as JSON; the contract allows at most %d", len(data), events.MaxEventBytes))
 	})
+	assert.Zero(t, p.Stats().Enqueued)
+}
+
+// An event the contract allows but a server with a small max_payload
+// could never take is refused before it is sent, naming both sizes.
+func TestPublishRefusesEventOverMaxPayload(t *testing.T) {
+	_, _, js := natstest.StartJS(t, natstest.WithMaxPayload(4<<10))
+	p := newPublisher(t, js)
+	ev := sampleEvent("sess", "req", "evt-big")
+	ev.Model = strings.Repeat("m", 5<<10)
+	err := p.Publish(testContext(t), &ev)
+	require.ErrorIs(t, err, ErrEventTooLarge)
+	assert.ErrorContains(t, err, "the server takes at most 4096")
 	assert.Zero(t, p.Stats().Enqueued)
 }
 

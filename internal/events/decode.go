@@ -15,7 +15,8 @@ import (
 
 // Decode parses an attempt event of any version this package knows and
 // validates it. It never panics. The error, when not nil, is always a
-// *RejectError whose Reason is ReasonMalformedJSON, ReasonUnknownSchema or
+// *RejectError whose Reason is ReasonTooLarge (a body over MaxEventBytes,
+// refused before it is read), ReasonMalformedJSON, ReasonUnknownSchema or
 // ReasonInvalidField; for the last, Err is the *FieldError.
 //
 // Member names are matched exactly (JSON is case-sensitive: "Event_ID" is an
@@ -29,6 +30,9 @@ import (
 // a decoder to the table below that returns the same Attempt, so that old
 // events replay unchanged under new code.
 func Decode(data []byte) (*Attempt, error) {
+	if err := CheckSize(len(data)); err != nil {
+		return nil, err
+	}
 	var b eventBody
 	if !b.scan(data) {
 		return nil, malformedBody(data)
@@ -52,6 +56,15 @@ func Decode(data []byte) (*Attempt, error) {
 		return dec(data)
 	}
 	return b.decodeV1()
+}
+
+// CheckSize returns the too_large reject of a body of size bytes when it is
+// over MaxEventBytes, else nil.
+func CheckSize(size int) error {
+	if size <= MaxEventBytes {
+		return nil
+	}
+	return rejectf(ReasonTooLarge, "the body is %d bytes; an event body is at most %d bytes (64 KiB)", size, MaxEventBytes)
 }
 
 // decoder decodes and validates the body of one schema version. nil stands

@@ -51,6 +51,19 @@ const (
 	MaxProviderLength = 64
 	MaxModelLength    = 256
 	MaxProviderReqID  = 256
+
+	// MaxEventBytes is the largest event body the contract allows (64
+	// KiB), unknown members and white space included: a valid event as
+	// Marshal writes it takes about a sixth of it. A larger body is
+	// rejected as too_large.
+	MaxEventBytes = 64 << 10
+	// MaxEventHeaderBytes is the room beside the body for the headers of
+	// a message on LEDGER_ATTEMPTS (Nats-Msg-Id and any of the
+	// publisher's own).
+	MaxEventHeaderBytes = 4 << 10
+	// MaxEventMsgBytes is the largest message LEDGER_ATTEMPTS stores,
+	// headers and body: its MaxMsgSize.
+	MaxEventMsgBytes = MaxEventBytes + MaxEventHeaderBytes
 )
 
 // Usage is what the provider billed for one attempt, in tokens. InputTokens

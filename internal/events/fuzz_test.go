@@ -36,7 +36,7 @@ func FuzzDecode(f *testing.F) {
 				require.ErrorAs(t, err, &fe)
 				require.NotEmpty(t, fe.Field)
 				require.Equal(t, fe.Error(), re.Detail)
-			case ReasonMalformedJSON, ReasonUnknownSchema:
+			case ReasonTooLarge, ReasonMalformedJSON, ReasonUnknownSchema:
 			default:
 				t.Fatalf("Decode returned reason %q, which it must never give", re.Reason)
 			}
@@ -94,7 +94,7 @@ func TestFuzzSeeds(t *testing.T) {
 				requireReject(t, CheckSubject(subject, a), ReasonSubjectMismatch, "")
 			default:
 				var reason Reason
-				for _, r := range []Reason{ReasonMalformedJSON, ReasonUnknownSchema, ReasonInvalidField} {
+				for _, r := range []Reason{ReasonTooLarge, ReasonMalformedJSON, ReasonUnknownSchema, ReasonInvalidField} {
 					if strings.HasPrefix(name, string(r)+"_") {
 						reason = r
 					}

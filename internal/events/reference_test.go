@@ -27,6 +27,10 @@ import (
 // table with Decode, so that RegisterDecoder affects both alike; the nil
 // entry of SchemaV1 is the built-in v1, refDecodeV1 here.
 func refDecode(data []byte) (*Attempt, error) {
+	// Added with the contract's size limit, deliberately in both places.
+	if len(data) > MaxEventBytes {
+		return nil, rejectf(ReasonTooLarge, "the body is %d bytes; an event body is at most %d bytes (64 KiB)", len(data), MaxEventBytes)
+	}
 	obj, rerr := refParseBody(data)
 	if rerr != nil {
 		return nil, rerr

@@ -7,6 +7,7 @@ type Reason string
 
 // Reject reasons of wire contract v1.
 const (
+	ReasonTooLarge        Reason = "too_large"
 	ReasonMalformedJSON   Reason = "malformed_json"
 	ReasonUnknownSchema   Reason = "unknown_schema"
 	ReasonInvalidField    Reason = "invalid_field"
@@ -19,6 +20,20 @@ const (
 	HeaderRejectReason    = "Ledger-Reject-Reason"
 	HeaderRejectDetail    = "Ledger-Reject-Detail"
 	HeaderOriginalSubject = "Ledger-Original-Subject"
+	// HeaderOriginalSize is present when the record keeps only the first
+	// MaxEventBytes of the body: the size the body had.
+	HeaderOriginalSize = "Ledger-Original-Size"
+)
+
+// Sizes of a LEDGER_REJECTED record. It keeps the original body whole up
+// to MaxEventBytes (every body the contract allows), else its first
+// MaxEventBytes; the detail and the original subject are cut to
+// MaxRejectDetailBytes and MaxRejectSubjectBytes, so that every record
+// fits MaxRejectedMsgBytes, the stream's MaxMsgSize.
+const (
+	MaxRejectDetailBytes  = 1 << 10
+	MaxRejectSubjectBytes = 4 << 10
+	MaxRejectedMsgBytes   = MaxEventBytes + 16<<10
 )
 
 // RejectError is an event that is not valid: the reason (for the subject)

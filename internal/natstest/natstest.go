@@ -16,8 +16,17 @@ type Server struct {
 	StoreDir string
 }
 
+// Option changes the server's options before it starts.
+type Option func(*server.Options)
+
+// WithMaxPayload sets the largest message the server takes from a client
+// (max_payload; the server's default is 1 MiB).
+func WithMaxPayload(n int32) Option {
+	return func(o *server.Options) { o.MaxPayload = n }
+}
+
 // Start runs a JetStream server for the test and shuts it down at cleanup.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB, options ...Option) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	opts := &server.Options{
@@ -27,6 +36,9 @@ func Start(t testing.TB) *Server {
 		StoreDir:  dir,
 		NoLog:     true,
 		NoSigs:    true,
+	}
+	for _, o := range options {
+		o(opts)
 	}
 	s, err := embedded.Start(opts)
 	if err != nil {
@@ -52,9 +64,9 @@ func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 }
 
 // StartJS is Start followed by Connect.
-func StartJS(t testing.TB) (*Server, *nats.Conn, jetstream.JetStream) {
+func StartJS(t testing.TB, options ...Option) (*Server, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	s := Start(t)
+	s := Start(t, options...)
 	nc, js := s.Connect(t)
 	return s, nc, js
 }

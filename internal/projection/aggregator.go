@@ -428,17 +428,13 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources, t *term) 
 	if err != nil {
 		return fmt.Errorf("projection: creating consumer at %d: %w", cp+1, err)
 	}
-	// Read-ahead: up to a batch of decoded events waits in msgs while a
-	// batch commits; the client library holds at most readAhead more.
-	msgs := make(chan fetched, a.cfg.BatchSize)
+	// Read-ahead: up to a batch of decoded events (and readAheadBytes)
+	// waits in ahead while a batch commits; the client library holds at
+	// most readAhead more, and two pull requests' bytes (see input.go).
+	ahead := newIntake(a.cfg.BatchSize, readAheadBytes)
 	stop := make(chan struct{})
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		f := fetch(m)
-		select {
-		case msgs <- f:
-		case <-stop:
-		}
-	}, jetstream.PullMaxMessages(min(a.cfg.BatchSize, readAhead)),
+	cc, err := cons.Consume(func(m jetstream.Msg) { ahead.put(fetch(m), stop) },
+		PullLimits(a.cfg.JS.Conn().MaxPayload(), min(a.cfg.BatchSize, readAhead)),
 		// Heartbeats every AckWait/2: a consumer whose stream leader died
 		// is recreated within AckWait.
 		jetstream.PullExpiry(max(4*a.cfg.AckWait/2, time.Second)), jetstream.PullHeartbeat(a.cfg.AckWait/2))
@@ -501,21 +497,13 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources, t *term) 
 				return err
 			}
 			continue
-		case m := <-msgs:
+		case m := <-ahead.ch:
 			batch = append(batch, m)
 		}
 		if err := b.fault(FaultGather); err != nil {
 			return err
 		}
-	fill:
-		for len(batch) < a.cfg.BatchSize {
-			select {
-			case m := <-msgs:
-				batch = append(batch, m)
-			default:
-				break fill
-			}
-		}
+		batch = ahead.fill(batch, a.cfg.BatchSize)
 		if err := b.fault(FaultAfterRead); err != nil {
 			return err
 		}

@@ -52,6 +52,7 @@ type rejection struct {
 	detail  string
 	subject string
 	data    []byte
+	size    int // the body's size when data keeps only its start (RejectionBody); else 0
 }
 
 type reqWork struct {
@@ -97,12 +98,18 @@ type accepted struct {
 // batch overlaps with committing the current one. The message itself is
 // kept only when it is rejected (its subject and body are recorded); an
 // accepted one is dropped at once, which keeps the read-ahead small.
+//
+// A rejected body over events.MaxEventBytes (possible in a stream created
+// before LEDGER_ATTEMPTS had a MaxMsgSize) keeps only its start, and a
+// subject only its first events.MaxRejectSubjectBytes, so that the
+// rejection fits LEDGER_REJECTED and the read-ahead stays small.
 type fetched struct {
 	seq     uint64
 	ev      *events.Attempt // nil when rejected
 	err     error           // why it is rejected
 	subject string          // of a rejected message
-	data    []byte          // of a rejected message
+	data    []byte          // of a rejected message, cut by RejectionBody
+	size    int             // as rejection.size
 	metaErr error           // the message has no JetStream metadata
 }
 
@@ -114,7 +121,8 @@ func fetch(m jetstream.Msg) fetched {
 	f := fetched{seq: md.Sequence.Stream}
 	f.ev, f.err = Accept(m.Subject(), m.Data())
 	if f.err != nil {
-		f.subject, f.data = m.Subject(), m.Data()
+		f.subject = clipText(m.Subject(), events.MaxRejectSubjectBytes)
+		f.data, f.size = RejectionBody(m.Data())
 	}
 	return f
 }
@@ -137,7 +145,7 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 		}
 		q = m.seq
 		if m.err != nil {
-			rejects = append(rejects, rejectionOf(m.seq, m.subject, m.data, m.err))
+			rejects = append(rejects, rejectionOf(m))
 			continue
 		}
 		items = append(items, accepted{seq: m.seq, ev: m.ev})
@@ -457,12 +465,13 @@ func (b *batcher) loadSessions(ctx context.Context, reqs map[string]*reqWork, re
 	return sess, order, nil
 }
 
-func rejectionOf(seq uint64, subject string, data []byte, err error) rejection {
-	r := rejection{seq: seq, subject: subject, data: data, reason: events.ReasonMalformedJSON, detail: err.Error()}
+func rejectionOf(m *fetched) rejection {
+	r := rejection{seq: m.seq, subject: m.subject, data: m.data, size: m.size, reason: events.ReasonMalformedJSON, detail: m.err.Error()}
 	var re *events.RejectError
-	if errors.As(err, &re) {
+	if errors.As(m.err, &re) {
 		r.reason, r.detail = re.Reason, re.Detail
 	}
+	r.detail = clipText(r.detail, events.MaxRejectDetailBytes)
 	return r
 }
 
@@ -488,6 +497,7 @@ func (b *batcher) recordRejects(ctx context.Context, rejects []rejection) error 
 		m.Header.Set(events.HeaderRejectDetail, oneLine(r.detail))
 		m.Header.Set(events.HeaderOriginalSubject, r.subject)
 		m.Header.Set(headerOriginalSeq, strconv.FormatUint(r.seq, 10))
+		setOriginalSize(m.Header, &r)
 		ack, err := b.agg.cfg.JS.PublishMsg(ctx, m, jetstream.WithExpectLastSequence(t.rejLast))
 		if err != nil {
 			return fmt.Errorf("projection: recording rejection of sequence %d: %w", r.seq, err)

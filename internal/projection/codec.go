@@ -2,9 +2,11 @@ package projection
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
@@ -17,22 +19,40 @@ import (
 // A request record holds the contract fields as the contract shows them,
 // then the projection's own fields in a compact form:
 //
-//	"log":  one array per entry: [attempt, "event_id", flags, input_tokens,
-//	        output_tokens, cache_read_input_tokens,
-//	        cache_creation_input_tokens, "started_at", "finished_at"] and,
-//	        only when they differ from the record's provider and model,
-//	        "provider", "model" (flags: 1 = outcome success, 2 = final);
-//	"seq":  the batch that last wrote the record;
-//	"held": present only when not all zero, as a session's totals.
+//	"log":   one array per entry: [attempt, "event_id", flags, input_tokens,
+//	         output_tokens, cache_read_input_tokens,
+//	         cache_creation_input_tokens, "started_at", "finished_at"] and,
+//	         only when they differ from the record's provider and model,
+//	         two indexes into "names": the entry's provider and model
+//	         (flags: 1 = outcome success, 2 = final);
+//	"names": present only when an entry refers to it: the distinct
+//	         providers and models of those entries, in order of first use,
+//	         each written as a name (appendName);
+//	"seq":   the batch that last wrote the record;
+//	"rules": the RulesVersion of the code that wrote it;
+//	"held":  present only when not all zero, as a session's totals.
 //
-// Readers also accept log entries written as objects (the layout before
-// the compact one), so a ledger projected by older code stays readable.
+// The table keeps the record within MaxRequestRecordBytes however many
+// attempts name other providers and models (see TestWorstCaseRecordSize).
+// Readers also accept the layouts before it: entries carrying the provider
+// and model strings themselves, and entries written as objects, so a
+// ledger projected by older code stays readable.
+
+// MaxRequestRecordBytes bounds the stored form of any request record that
+// wire contract v1 allows: 1,001 attempts, each with its own provider and
+// model of the longest and most escaped kind, every number at its largest
+// (docs/contract.md states it). It leaves room under NATS's default
+// max_payload of 1 MiB for the headers of a write.
+const MaxRequestRecordBytes = 640 << 10
 
 // entrySuccess and entryFinal are the bits of a compact log entry's flags.
 const (
 	entrySuccess = 1
 	entryFinal   = 2
 )
+
+// base64Mark starts a name written in base64 (appendName).
+const base64Mark = "="
 
 // appendJSON appends the stored form of r.
 func (r *Request) appendJSON(b []byte) []byte {
@@ -59,14 +79,28 @@ func (r *Request) appendJSON(b []byte) []byte {
 	b = append(b, `,"last_finished_at":`...)
 	b = appendTime(b, r.LastFinishedAt)
 	b = append(b, `,"log":[`...)
+	var names nameTable
 	for i := range r.Log {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = r.appendEntry(b, &r.Log[i])
+		b = r.appendEntry(b, &r.Log[i], &names)
 	}
-	b = append(b, `],"seq":`...)
+	b = append(b, ']')
+	if len(names.list) > 0 {
+		b = append(b, `,"names":[`...)
+		for i, s := range names.list {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendName(b, s)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, r.Seq, 10)
+	b = append(b, `,"rules":`...)
+	b = strconv.AppendInt(b, int64(r.Rules), 10)
 	if r.Held != (Totals{}) {
 		b = append(b, `,"held":`...)
 		b = appendTotals(b, r.Held)
@@ -74,7 +108,7 @@ func (r *Request) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func (r *Request) appendEntry(b []byte, e *Entry) []byte {
+func (r *Request) appendEntry(b []byte, e *Entry, names *nameTable) []byte {
 	flags := 0
 	switch e.Outcome {
 	case events.OutcomeSuccess:
@@ -107,11 +141,61 @@ func (r *Request) appendEntry(b []byte, e *Entry) []byte {
 	b = appendTime(b, e.FinishedAt)
 	if e.Provider != r.Provider || e.Model != r.Model {
 		b = append(b, ',')
-		b = events.AppendString(b, e.Provider)
+		b = strconv.AppendInt(b, int64(names.id(e.Provider)), 10)
 		b = append(b, ',')
-		b = events.AppendString(b, e.Model)
+		b = strconv.AppendInt(b, int64(names.id(e.Model)), 10)
 	}
 	return append(b, ']')
+}
+
+// nameTable numbers the distinct providers and models of a record's log
+// entries, in order of first use.
+type nameTable struct {
+	list  []string
+	index map[string]int
+}
+
+// id returns the index of s, adding it when it is new.
+func (t *nameTable) id(s string) int {
+	if i, ok := t.index[s]; ok {
+		return i
+	}
+	if t.index == nil {
+		t.index = make(map[string]int)
+	}
+	t.index[s] = len(t.list)
+	t.list = append(t.list, s)
+	return len(t.list) - 1
+}
+
+// appendName appends a provider or model name of the table as a JSON
+// string: the name itself when JSON needs no escape for it (at most its
+// length plus the quotes) and it does not start with base64Mark, else
+// base64Mark and the name's bytes in standard base64 (at most 4/3 of its
+// length, where escaping could take six times it, and byte for byte).
+func appendName(b []byte, s string) []byte {
+	n := len(b)
+	b = events.AppendString(b, s)
+	if len(b)-n == len(s)+2 && !strings.HasPrefix(s, base64Mark) {
+		return b
+	}
+	b = append(b[:n], '"')
+	b = append(b, base64Mark...)
+	b = base64.StdEncoding.AppendEncode(b, []byte(s))
+	return append(b, '"')
+}
+
+// decodeName reverses appendName.
+func decodeName(s string) (string, error) {
+	enc, ok := strings.CutPrefix(s, base64Mark)
+	if !ok {
+		return s, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return "", fmt.Errorf("name %q: %w", s, err)
+	}
+	return string(raw), nil
 }
 
 // appendJSON appends the stored form of s: the contract fields and seq.
@@ -123,6 +207,8 @@ func (s *Session) appendJSON(b []byte) []byte {
 	b = appendSaturated(b, s.Totals)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, s.Seq, 10)
+	b = append(b, `,"rules":`...)
+	b = strconv.AppendInt(b, int64(s.Rules), 10)
 	return append(b, '}')
 }
 
@@ -162,34 +248,45 @@ func (r *Request) MarshalJSON() ([]byte, error) { return r.appendJSON(nil), nil 
 // MarshalJSON writes the stored form of s.
 func (s *Session) MarshalJSON() ([]byte, error) { return s.appendJSON(nil), nil }
 
-// UnmarshalJSON reads a stored request record, with its log in either
-// layout.
+// UnmarshalJSON reads a stored request record in any of its layouts.
 func (r *Request) UnmarshalJSON(data []byte) error {
 	var aux struct {
 		RequestView
-		Log  []json.RawMessage `json:"log"`
-		Seq  uint64            `json:"seq"`
-		Held *Totals           `json:"held"`
+		Log   []json.RawMessage `json:"log"`
+		Names []string          `json:"names"`
+		Seq   uint64            `json:"seq"`
+		Rules int               `json:"rules"`
+		Held  *Totals           `json:"held"`
 	}
 	if err := json.Unmarshal(data, &aux); err != nil {
 		return err
 	}
-	*r = Request{RequestView: aux.RequestView, Seq: aux.Seq}
+	*r = Request{RequestView: aux.RequestView, Seq: aux.Seq, Rules: aux.Rules}
 	if aux.Held != nil {
 		r.Held = *aux.Held
+	}
+	for i, s := range aux.Names {
+		name, err := decodeName(s)
+		if err != nil {
+			return fmt.Errorf("names entry %d: %w", i, err)
+		}
+		aux.Names[i] = name
 	}
 	if len(aux.Log) > 0 {
 		r.Log = make([]Entry, len(aux.Log))
 	}
 	for i, raw := range aux.Log {
-		if err := r.decodeEntry(raw, &r.Log[i]); err != nil {
+		if err := r.decodeEntry(raw, aux.Names, &r.Log[i]); err != nil {
 			return fmt.Errorf("log entry %d: %w", i, err)
 		}
 	}
 	return nil
 }
 
-func (r *Request) decodeEntry(raw json.RawMessage, e *Entry) error {
+// decodeEntry reads a log entry: an object, or an array whose provider and
+// model are the record's (9 members), strings (11, the layout before the
+// table) or indexes into names (11).
+func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) error {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	if len(raw) == 0 || raw[0] != '[' {
 		return json.Unmarshal(raw, e)
@@ -203,9 +300,8 @@ func (r *Request) decodeEntry(raw json.RawMessage, e *Entry) error {
 	}
 	var flags int
 	targets := []any{&e.Attempt, &e.EventID, &flags, &e.Usage.InputTokens, &e.Usage.OutputTokens,
-		&e.Usage.CacheReadInputTokens, &e.Usage.CacheCreationInputTokens, &e.StartedAt, &e.FinishedAt,
-		&e.Provider, &e.Model}
-	for i, v := range f {
+		&e.Usage.CacheReadInputTokens, &e.Usage.CacheCreationInputTokens, &e.StartedAt, &e.FinishedAt}
+	for i, v := range f[:9] {
 		if err := json.Unmarshal(v, targets[i]); err != nil {
 			return err
 		}
@@ -218,8 +314,33 @@ func (r *Request) decodeEntry(raw json.RawMessage, e *Entry) error {
 		e.Outcome = events.OutcomeSuccess
 	}
 	e.Final = flags&entryFinal != 0
-	if len(f) == 9 {
-		e.Provider, e.Model = r.Provider, r.Model
+	e.Provider, e.Model = r.Provider, r.Model
+	if len(f) == 11 {
+		var err error
+		if e.Provider, err = nameAt(f[9], names); err != nil {
+			return fmt.Errorf("provider: %w", err)
+		}
+		if e.Model, err = nameAt(f[10], names); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
 	}
 	return nil
+}
+
+// nameAt reads an entry's provider or model: a string, or an index into
+// names.
+func nameAt(raw json.RawMessage, names []string) (string, error) {
+	var s string
+	if len(raw) > 0 && raw[0] == '"' {
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	var i int
+	if err := json.Unmarshal(raw, &i); err != nil {
+		return "", err
+	}
+	if i < 0 || i >= len(names) {
+		return "", fmt.Errorf("index %d outside the %d names", i, len(names))
+	}
+	return names[i], nil
 }

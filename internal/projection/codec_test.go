@@ -1,7 +1,9 @@
 package projection
 
 import (
+	"bytes"
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -84,4 +86,163 @@ func normalise(r *Request) Request {
 		c.Log = nil
 	}
 	return c
+}
+
+// worstCaseRecord is a request record at least as large as any that wire
+// contract v1 allows: IDs of 128 characters; 1,001 attempts (0 to 1000),
+// every one but the winner with its own provider (64 bytes) and model (256
+// bytes) made of control characters, which JSON escapes as \u00XX (six
+// bytes each); the record's own provider and model alike; every token
+// count at 10^12 (more than the contract allows: the two cache counts
+// together may not exceed input_tokens), sums at 1,001 times that; times
+// of the longest form; seq at its largest.
+func worstCaseRecord() *Request {
+	long := func(c byte, n int) string { return string(bytes.Repeat([]byte{c}, n)) }
+	distinct := func(i, n int) string {
+		b := bytes.Repeat([]byte{0x01}, n)
+		b[0], b[1], b[2] = byte(i%32), byte(i/32%32), 0x1f
+		return string(b)
+	}
+	r := NewRequest(long('r', events.MaxIDLength), long('s', events.MaxIDLength))
+	late := time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
+	max := events.Usage{InputTokens: events.MaxTokens, OutputTokens: events.MaxTokens,
+		CacheReadInputTokens: events.MaxTokens, CacheCreationInputTokens: events.MaxTokens}
+	for a := 0; a <= events.MaxAttempt; a++ {
+		e := Entry{Attempt: a, EventID: ulidAt(a), Outcome: events.OutcomeError, Final: true,
+			Provider: distinct(a, events.MaxProviderLength), Model: distinct(a, events.MaxModelLength),
+			Usage: max, StartedAt: late, FinishedAt: late}
+		if a == events.MaxAttempt {
+			e.Outcome = events.OutcomeSuccess
+			e.Provider, e.Model = long(0x02, events.MaxProviderLength), long(0x02, events.MaxModelLength)
+		}
+		r.Log = append(r.Log, e)
+	}
+	r.derive()
+	r.Seq = math.MaxUint64
+	r.Rules = 999
+	r.Held = Totals{Requests: 1, Pending: 1, Attempts: events.MaxAttempt + 1, Usage: max, Billed: r.Billed}
+	return r
+}
+
+// The largest request record the contract allows stays within
+// MaxRequestRecordBytes, which leaves room for the headers of a write
+// under NATS's default max_payload of 1 MiB, and reads back exactly.
+func TestWorstCaseRecordSize(t *testing.T) {
+	r := worstCaseRecord()
+	data := r.appendJSON(nil)
+	t.Logf("worst-case request record: %d bytes (bound %d)", len(data), MaxRequestRecordBytes)
+	require.LessOrEqual(t, len(data), MaxRequestRecordBytes)
+	require.LessOrEqual(t, MaxRequestRecordBytes+64<<10, 1<<20, "the bound must leave 64 KiB for headers under a 1 MiB max_payload")
+	var back Request
+	require.NoError(t, json.Unmarshal(data, &back))
+	require.Equal(t, normalise(r), normalise(&back))
+	var view RequestView
+	require.NoError(t, json.Unmarshal(data, &view))
+	require.Equal(t, r.View().Model, view.Model, "the contract's model stays a plain JSON string")
+}
+
+// Providers and models of other attempts go into the name table: plain when
+// JSON needs no escape for them, else in base64, byte for byte; entries
+// that use the record's own provider and model carry no index.
+func TestNameTableRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name, provider, model string
+		plain                 bool // the model is written as it is
+	}{
+		{"plain ASCII", "openai", "gpt-4o-mini", true},
+		{"plain non-ASCII", "ünïcode", "モデル-α", true},
+		{"starts with the base64 mark", "=p", "=m", false},
+		{"HTML characters", "a<b", "x&y>z", false},
+		{"quote and backslash", `q"`, `back\slash`, false},
+		{"control characters", "\x00\x01", "line\nbreak\ttab", false},
+		{"line separator", "p\u2028", "m\u2029", false},
+		{"empty", "", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRequest("req", "ses")
+			r.Apply(evSpec{n: 1, session: "ses", request: "req", attempt: 0, in: 3}.event())
+			odd := evSpec{n: 2, session: "ses", request: "req", attempt: 1, in: 4}.event()
+			odd.Provider, odd.Model = tc.provider, tc.model
+			r.Apply(odd)
+			r.Apply(evSpec{n: 3, session: "ses", request: "req", attempt: 2, in: 5}.event()) // the record's: no index
+			data := r.appendJSON(nil)
+			var raw struct {
+				Log   [][]json.RawMessage `json:"log"`
+				Names []string            `json:"names"`
+			}
+			require.NoError(t, json.Unmarshal(data, &raw), string(data))
+			require.Len(t, raw.Log[0], 9, string(data))
+			require.Len(t, raw.Log[1], 11, string(data))
+			require.Len(t, raw.Log[2], 9, string(data))
+			require.Len(t, raw.Names, len(map[string]bool{tc.provider: true, tc.model: true}))
+			require.Equal(t, tc.plain, raw.Names[len(raw.Names)-1] == tc.model, "names: %q", raw.Names)
+			var back Request
+			require.NoError(t, json.Unmarshal(data, &back), string(data))
+			require.Equal(t, normalise(r), normalise(&back), string(data))
+		})
+	}
+}
+
+// Log entries that carry their provider and model as strings (the layout
+// before the name table) are still read.
+func TestRecordReadsInlineNames(t *testing.T) {
+	old := `{"request_id":"r","session_id":"s","provider":"anthropic","model":"m","status":"pending","attempts":2,"winning_attempt":-1,` +
+		`"usage":{"input_tokens":0,"output_tokens":0,"cache_read_input_tokens":0,"cache_creation_input_tokens":0},` +
+		`"billed":{"input_tokens":3,"output_tokens":0,"cache_read_input_tokens":0,"cache_creation_input_tokens":0},` +
+		`"first_started_at":"2026-11-30T12:00:01Z","last_finished_at":"2026-11-30T12:00:04Z",` +
+		`"log":[[0,"01M8P570G10000000000000000",0,1,0,0,0,"2026-11-30T12:00:01Z","2026-11-30T12:00:02Z","openai","gpt-\u003c5\u003e"],` +
+		`[1,"01M8P570G20000000000000000",0,2,0,0,0,"2026-11-30T12:00:03Z","2026-11-30T12:00:04Z"]],"seq":9}`
+	var r Request
+	require.NoError(t, json.Unmarshal([]byte(old), &r))
+	require.Len(t, r.Log, 2)
+	require.Equal(t, [2]string{"openai", "gpt-<5>"}, [2]string{r.Log[0].Provider, r.Log[0].Model})
+	require.Equal(t, [2]string{"anthropic", "m"}, [2]string{r.Log[1].Provider, r.Log[1].Model})
+	require.Zero(t, r.Rules, "a record written before versioning has rules 0")
+	// Written again, it moves to the table and reads back the same.
+	var back Request
+	require.NoError(t, json.Unmarshal(r.appendJSON(nil), &back))
+	require.Equal(t, normalise(&r), normalise(&back))
+}
+
+// A record whose table or indexes are damaged is refused with an error
+// that says where, rather than read wrong.
+func TestRecordRefusesBadNames(t *testing.T) {
+	head := `{"request_id":"r","session_id":"s","provider":"p","model":"m","log":[[0,"01M8P570G10000000000000000",0,1,0,0,0,"2026-11-30T12:00:01Z","2026-11-30T12:00:02Z",`
+	for _, tc := range []struct{ tail, want string }{
+		{`0,1]],"names":["a"]}`, "index 1 outside the 1 names"},
+		{`-1,0]],"names":["a"]}`, "index -1 outside"},
+		{`0,0]],"names":["=not base64!"]}`, "names entry 0"},
+		{`0,0]]}`, "index 0 outside the 0 names"},
+	} {
+		var r Request
+		err := json.Unmarshal([]byte(head+tc.tail), &r)
+		require.ErrorContains(t, err, tc.want, tc.tail)
+	}
+}
+
+// Both records carry the rules version that wrote them; a record without
+// the field (written before versioning) reads as 0.
+func TestRecordRulesField(t *testing.T) {
+	r := NewRequest("req", "ses")
+	r.Apply(evSpec{n: 1, session: "ses", request: "req", attempt: 0, in: 3}.event())
+	r.Rules = 7
+	data := r.appendJSON(nil)
+	require.Contains(t, string(data), `"rules":7`)
+	var back Request
+	require.NoError(t, json.Unmarshal(data, &back))
+	require.Equal(t, 7, back.Rules)
+
+	s := &Session{SessionView: SessionView{SessionID: "ses", Totals: r.Contribution()}, Seq: 4, Rules: 7}
+	data = s.appendJSON(nil)
+	require.Contains(t, string(data), `"rules":7`)
+	var sback Session
+	require.NoError(t, json.Unmarshal(data, &sback))
+	require.Equal(t, *s, sback)
+
+	var old Session
+	require.NoError(t, json.Unmarshal([]byte(`{"session_id":"ses","requests":1,"seq":4}`), &old))
+	require.Zero(t, old.Rules)
+	var oldReq Request
+	require.NoError(t, json.Unmarshal([]byte(`{"request_id":"r","session_id":"s","log":[],"seq":4}`), &oldReq))
+	require.Zero(t, oldReq.Rules)
 }

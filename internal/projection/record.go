@@ -161,6 +161,9 @@ type Request struct {
 	// Held is what the session record held for this request before the
 	// batch Seq; see the package comment.
 	Held Totals `json:"held"`
+	// Rules is the RulesVersion of the code that wrote the record; 0 for a
+	// record written before the rules were versioned.
+	Rules int `json:"rules"`
 }
 
 // Session is the record of one session in bucket ledger_sessions: the sums
@@ -169,4 +172,6 @@ type Request struct {
 type Session struct {
 	SessionView
 	Seq uint64 `json:"seq"`
+	// Rules is as Request.Rules.
+	Rules int `json:"rules"`
 }

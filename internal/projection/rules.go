@@ -7,7 +7,7 @@ import "github.com/agentledger/ledger/internal/events"
 // through these two functions, so they cannot disagree on what counts.
 
 // Accept decodes a stored message and checks it against its subject. The
-// error, when not nil, is a *events.RejectError (malformed_json,
+// error, when not nil, is a *events.RejectError (too_large, malformed_json,
 // unknown_schema, invalid_field or subject_mismatch).
 func Accept(subject string, data []byte) (*events.Attempt, error) {
 	ev, err := events.Decode(data)
@@ -34,4 +34,4 @@ func (r *Request) Conflicts(ev *events.Attempt) bool {
 // checkpoint, a rebuild's switch and every record carry the version that
 // wrote them; an aggregator whose rules are older than its ledger's
 // refuses to write (see the package comment).
-const RulesVersion = 1
+const RulesVersion = 2

@@ -223,9 +223,22 @@ func (b *bucket) writeErr(key string, err error) error {
 	return fmt.Errorf("projection: writing %s/%s: %w", b.kv.Bucket(), key, err)
 }
 
-// maxMultiGet is the most subjects the server answers in one batched
-// direct get (nats-server's limit is 1024 responses per request).
-const maxMultiGet = 1024
+// Batched reads ask for the last message of many subjects at once
+// ("multi_last" direct gets). The server answers at most maxMultiGet
+// subjects per request and stops once it has sent max_bytes (after the
+// message that reaches it); its end of batch then says how many it left
+// out. Each request asks for at most multiGetMaxBytes, and at most
+// multiGetWindow requests are in flight, so a read holds a bounded number
+// of bytes in transit however large the records are.
+const (
+	maxMultiGet    = 1024
+	multiGetWindow = 8
+)
+
+// multiGetMaxBytes is each request's max_bytes: 4 MiB, a few records of
+// the largest kind or thousands of ordinary ones. A variable so that tests
+// can cut every reply short.
+var multiGetMaxBytes = 4 << 20
 
 // stored is a value read back with its revision.
 type stored struct {
@@ -233,72 +246,168 @@ type stored struct {
 	rev   uint64
 }
 
-// getMany reads the last value of every key with batched direct gets: one
-// request per 1024 keys, all sent before any answer is awaited, so a batch
-// costs one round trip however many keys it reads. Absent keys are missing
-// from the result; a deleted key is present with a nil value and the
-// revision of its delete marker (the revision a compare-and-set must name).
+// getMany reads the last value of every key with batched direct gets,
+// maxMultiGet keys per request, multiGetWindow requests in flight: one
+// round trip for up to 8,192 keys of ordinary size. A reply the server
+// cuts short is continued: the keys it left out are asked for again at the
+// same stream sequence (up_to_seq), and the continuation must return as
+// many as the server said it left out, so a key is never taken for absent
+// because a reply was cut or the bucket changed meanwhile. Absent keys are
+// missing from the result; a deleted key is present with a nil value and
+// the revision of its delete marker (the revision a compare-and-set must
+// name).
 func (b *bucket) getMany(ctx context.Context, keys []string) (map[string]stored, error) {
 	out := make(map[string]stored, len(keys))
 	if len(keys) == 0 {
 		return out, nil
 	}
 	nc := b.js.Conn()
-	inbox := nc.NewRespInbox()
-	chunks := (len(keys) + maxMultiGet - 1) / maxMultiGet
-	ch := make(chan *nats.Msg, len(keys)+chunks) // room for every answer: a full channel would drop one
-	sub, err := nc.ChanSubscribe(inbox+".*", ch)
+	r := &multiReader{b: b, nc: nc, inbox: nc.NewRespInbox() + ".", out: out, inFlight: map[string]*multiGet{}}
+	// Room for every answer in flight (a full channel would drop one):
+	// each request is answered by at most its keys and an end of batch.
+	ch := make(chan *nats.Msg, min(len(keys), multiGetWindow*maxMultiGet)+multiGetWindow)
+	sub, err := nc.ChanSubscribe(r.inbox+"*", ch)
 	if err != nil {
 		return nil, fmt.Errorf("projection: reading %s: %w", b.kv.Bucket(), err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	api := "$JS.API.DIRECT.GET.KV_" + b.kv.Bucket()
-	for c := 0; c < chunks; c++ {
-		part := keys[c*maxMultiGet : min(len(keys), (c+1)*maxMultiGet)]
-		subjects := make([]string, len(part))
-		for i, k := range part {
-			subjects[i] = b.prefix + k
-		}
-		req, err := json.Marshal(struct {
-			MultiLast []string `json:"multi_last"`
-		}{subjects})
-		if err != nil {
-			return nil, err
-		}
-		if err := nc.PublishRequest(api, inbox+"."+strconv.Itoa(c), req); err != nil {
-			return nil, fmt.Errorf("projection: reading %s: %w", b.kv.Bucket(), err)
-		}
+	for i := 0; i < len(keys); i += maxMultiGet {
+		r.queue = append(r.queue, &multiGet{keys: keys[i:min(len(keys), i+maxMultiGet)], leftOut: -1})
 	}
 	replies := b.answers(ch)
 	defer replies.stop()
-	for done := 0; done < chunks; {
+	for len(r.queue) > 0 || len(r.inFlight) > 0 {
+		if err := r.send(); err != nil {
+			return nil, err
+		}
 		m, err := replies.next(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("projection: reading %s: %w", b.kv.Bucket(), err)
 		}
-		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
-			switch m.Header.Get("Status") {
-			case "204", "404": // end of batch, or none of the keys exist
-				done++
-				continue
-			default:
-				return nil, fmt.Errorf("projection: batched read of %s failed: %s %s", b.kv.Bucket(), m.Header.Get("Status"), m.Header.Get("Description"))
-			}
+		if err := r.receive(m); err != nil {
+			return nil, err
 		}
-		subj := m.Header.Get(jetstream.SubjectHeader)
-		key, ok := strings.CutPrefix(subj, b.prefix)
-		if !ok {
-			return nil, fmt.Errorf("projection: batched read of %s returned subject %q", b.kv.Bucket(), subj)
-		}
-		rev, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("projection: batched read of %s: bad sequence header %q", b.kv.Bucket(), m.Header.Get(jetstream.SequenceHeader))
-		}
-		value := m.Data
-		if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
-			value = nil
-		}
-		out[key] = stored{value: value, rev: rev}
 	}
 	return out, nil
 }
+
+// multiGet is one batched direct get: the keys it asks for and, for a
+// continuation, the stream sequence it is pinned to and how many of its
+// keys the server said exist.
+type multiGet struct {
+	keys    []string
+	upTo    uint64 // 0: the stream's last sequence when the server reads it
+	leftOut int    // keys of these the server said it left out; -1 on a first ask
+	got     int    // keys answered so far
+}
+
+// multiReader runs the requests of one getMany.
+type multiReader struct {
+	b        *bucket
+	nc       *nats.Conn
+	inbox    string // ends in "."; each request's reply subject adds its number
+	out      map[string]stored
+	queue    []*multiGet
+	inFlight map[string]*multiGet // by reply subject
+	sent     int
+}
+
+// send sends queued requests while fewer than multiGetWindow are in flight.
+func (r *multiReader) send() error {
+	for len(r.queue) > 0 && len(r.inFlight) < multiGetWindow {
+		g := r.queue[0]
+		r.queue = r.queue[1:]
+		subjects := make([]string, len(g.keys))
+		for i, k := range g.keys {
+			subjects[i] = r.b.prefix + k
+		}
+		req, err := json.Marshal(struct {
+			MultiLast []string `json:"multi_last"`
+			UpToSeq   uint64   `json:"up_to_seq,omitempty"`
+			MaxBytes  int      `json:"max_bytes"`
+		}{subjects, g.upTo, multiGetMaxBytes})
+		if err != nil {
+			return err
+		}
+		reply := r.inbox + strconv.Itoa(r.sent)
+		r.sent++
+		if err := r.nc.PublishRequest("$JS.API.DIRECT.GET.KV_"+r.b.kv.Bucket(), reply, req); err != nil {
+			return fmt.Errorf("projection: reading %s: %w", r.b.kv.Bucket(), err)
+		}
+		r.inFlight[reply] = g
+	}
+	return nil
+}
+
+// receive takes one message of a reply: a value, or the status that ends
+// the reply.
+func (r *multiReader) receive(m *nats.Msg) error {
+	g := r.inFlight[m.Subject]
+	if g == nil {
+		return fmt.Errorf("projection: batched read of %s: answer on unexpected subject %q", r.b.kv.Bucket(), m.Subject)
+	}
+	if st := m.Header.Get("Status"); len(m.Data) == 0 && st != "" {
+		delete(r.inFlight, m.Subject)
+		return r.end(g, m)
+	}
+	subj := m.Header.Get(jetstream.SubjectHeader)
+	key, ok := strings.CutPrefix(subj, r.b.prefix)
+	if !ok {
+		return fmt.Errorf("projection: batched read of %s returned subject %q", r.b.kv.Bucket(), subj)
+	}
+	rev, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return fmt.Errorf("projection: batched read of %s: bad sequence header %q", r.b.kv.Bucket(), m.Header.Get(jetstream.SequenceHeader))
+	}
+	value := m.Data
+	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		value = nil
+	}
+	r.out[key] = stored{value: value, rev: rev}
+	g.got++
+	return nil
+}
+
+// end handles the status that ends a reply: 204 (end of batch, saying how
+// many existing keys it left out and the sequence it read at) or 404 No
+// Results (none of the keys exists). Keys left out are queued again.
+func (r *multiReader) end(g *multiGet, m *nats.Msg) error {
+	var leftOut int
+	var upTo uint64
+	switch st, desc := m.Header.Get("Status"), m.Header.Get("Description"); {
+	case st == "204":
+		n, err1 := strconv.Atoi(m.Header.Get(headerNumPending))
+		u, err2 := strconv.ParseUint(m.Header.Get(headerUpToSeq), 10, 64)
+		if err1 != nil || err2 != nil || n < 0 {
+			return fmt.Errorf("projection: batched read of %s: unreadable end of batch %q %q", r.b.kv.Bucket(), m.Header.Get(headerNumPending), m.Header.Get(headerUpToSeq))
+		}
+		leftOut, upTo = n, u
+	case st == "404" && desc == "No Results":
+	default:
+		return fmt.Errorf("projection: batched read of %s failed: %s %s", r.b.kv.Bucket(), st, desc)
+	}
+	if g.leftOut >= 0 && g.got+leftOut != g.leftOut {
+		return fmt.Errorf("projection: batched read of %s: %d keys were left out of a reply but %d were found when asked again; the bucket changed while being read",
+			r.b.kv.Bucket(), g.leftOut, g.got+leftOut)
+	}
+	if leftOut == 0 {
+		return nil
+	}
+	next := &multiGet{upTo: upTo, leftOut: leftOut}
+	for _, k := range g.keys {
+		if _, ok := r.out[k]; !ok {
+			next.keys = append(next.keys, k)
+		}
+	}
+	if len(next.keys) == 0 {
+		return fmt.Errorf("projection: batched read of %s: the server left out %d keys, but every key was answered", r.b.kv.Bucket(), leftOut)
+	}
+	r.queue = append(r.queue, next)
+	return nil
+}
+
+// Headers of a batched direct get's end of batch.
+const (
+	headerNumPending = "Nats-Num-Pending"
+	headerUpToSeq    = "Nats-UpTo-Sequence"
+)

@@ -246,6 +246,9 @@ func copyRejections(ctx context.Context, js jetstream.JetStream, t *term, scratc
 		for _, h := range []string{events.HeaderRejectReason, events.HeaderRejectDetail, events.HeaderOriginalSubject, headerOriginalSeq} {
 			out.Header.Set(h, m.Header.Get(h))
 		}
+		if size := m.Header.Values(events.HeaderOriginalSize); len(size) > 0 { // only on a cut body
+			out.Header[events.HeaderOriginalSize] = size
+		}
 		if err := t.valid(); err != nil {
 			return err
 		}

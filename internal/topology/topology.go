@@ -23,6 +23,13 @@ type Config struct {
 	Replicas int
 	// MaxAge of the attempt stream; 0 keeps events forever (the default).
 	MaxAge time.Duration
+	// MaxMsgSize is the largest message LEDGER_ATTEMPTS stores, headers
+	// and body. Default (0) events.MaxEventMsgBytes: every body the
+	// contract allows with room for its headers, and nothing much larger.
+	// It may be larger (bodies over events.MaxEventBytes are then stored
+	// and rejected as too_large), never smaller: it would refuse events
+	// the contract allows.
+	MaxMsgSize int32
 }
 
 // DefaultDuplicateWindow is the attempt stream's default duplicate window.
@@ -35,6 +42,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
+	if c.MaxMsgSize == 0 {
+		c.MaxMsgSize = events.MaxEventMsgBytes
+	}
 	switch {
 	case c.DuplicateWindow < 0:
 		return c, fmt.Errorf("%w: duplicate window %s must be positive", ErrInvalidConfig, c.DuplicateWindow)
@@ -44,6 +54,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: max age %s must not be negative", ErrInvalidConfig, c.MaxAge)
 	case c.MaxAge > 0 && c.MaxAge < c.DuplicateWindow:
 		return c, fmt.Errorf("%w: max age %s must not be shorter than the duplicate window %s", ErrInvalidConfig, c.MaxAge, c.DuplicateWindow)
+	case c.MaxMsgSize < events.MaxEventMsgBytes:
+		return c, fmt.Errorf("%w: max message size %d must be at least %d bytes, the largest event the contract allows (%d) and its headers",
+			ErrInvalidConfig, c.MaxMsgSize, events.MaxEventMsgBytes, events.MaxEventBytes)
 	}
 	return c, nil
 }
@@ -63,6 +76,7 @@ func AttemptsStreamConfig(c Config) (jetstream.StreamConfig, error) {
 		Duplicates:  c.DuplicateWindow,
 		MaxAge:      c.MaxAge,
 		Replicas:    c.Replicas,
+		MaxMsgSize:  c.MaxMsgSize,
 		DenyDelete:  true,
 		DenyPurge:   true,
 		Discard:     jetstream.DiscardOld,
@@ -97,6 +111,8 @@ func EnsureRejectedAs(ctx context.Context, js jetstream.JetStream, c Config, nam
 		Storage:     jetstream.FileStorage,
 		Duplicates:  c.DuplicateWindow,
 		Replicas:    c.Replicas,
+		// A rejection keeps at most events.MaxEventBytes of the body.
+		MaxMsgSize: events.MaxRejectedMsgBytes,
 		// Not DenyPurge: a rebuild replaces the rejections with those of
 		// the current code.
 	})
