@@ -189,9 +189,33 @@
 // Records are encoded by hand (codec.go). A request record holds the
 // contract fields as the contract shows them; the projection's own fields
 // are compact: "log" is an array of arrays [attempt, event_id, flags,
-// input, output, cache_read, cache_creation, started_at, finished_at] with
-// provider and model appended only when they differ from the record's
-// (flags: 1 success, 2 final), "seq" is the batch that wrote it, and
-// "held" appears only when not all zero. Readers accept the older layout
-// (log entries as objects, held always present) too.
+// input, output, cache_read, cache_creation, started_at, finished_at]
+// (flags: 1 success, 2 final), ending in two indexes into "names" when the
+// entry's provider and model differ from the record's; "names" holds each
+// such provider and model once, as itself when JSON needs no escape for it
+// and it does not start with "=", else "=" and base64. So the largest
+// record the contract allows (1,001 attempts, each with its own provider
+// and model of the longest and most escaped kind) is 611,108 bytes, under
+// MaxRequestRecordBytes (640 KiB), and fits any server's default
+// max_payload of 1 MiB with its write headers. "seq" is the batch that
+// wrote it, "rules" the RulesVersion that wrote it (0 when missing), and
+// "held" appears only when not all zero. A session record carries
+// "saturated": true only when a sum passed 2^63-1 and stopped there
+// (Totals.Add). Readers accept the older layouts too (entries carrying
+// their provider and model strings, entries as objects).
+//
+// Readers such as verify rely on these invariants: a record's seq is the
+// batch that last wrote it, a request's session_id never changes once
+// written, and keys with a dot (the fence marker) are not IDs.
+//
+// # Bounded input
+//
+// What the aggregator holds of its input is bounded in bytes: pull
+// requests of 8 MiB (or the server's max_payload, the largest message a
+// stream created without MaxMsgSize may hold), a read-ahead and batches of
+// 16 MiB each, and a rejected body kept to its first 64 KiB (input.go).
+// Batched reads ask for 4 MiB per reply, eight replies in flight, and
+// continue a reply the server cuts short at the same stream sequence,
+// checking that the continuation finds every key the server said it left
+// out: a key is never taken for absent because a reply was cut.
 package projection

@@ -23,7 +23,7 @@ type scanned struct {
 
 // readStream delivers the messages of LEDGER_ATTEMPTS from sequence 1
 // through last, decoded, on out; stop ends the consumer.
-func readStream(ctx context.Context, stream jetstream.Stream, last uint64, out chan<- scanned) (stop func(), err error) {
+func readStream(ctx context.Context, stream jetstream.Stream, maxPayload int64, last uint64, out chan<- scanned) (stop func(), err error) {
 	// No filter: the stream holds only attempt subjects, and a filter
 	// makes the server match every message against it.
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
@@ -47,7 +47,7 @@ func readStream(ctx context.Context, stream jetstream.Stream, last uint64, out c
 		case out <- s:
 		case <-quit:
 		}
-	}, jetstream.PullMaxMessagesWithBytesLimit(10_000, 16<<20))
+	}, projection.PullLimits(maxPayload, 10_000))
 	if err != nil {
 		return nil, fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
 	}
@@ -110,7 +110,7 @@ func (v *verifier) replay(ctx context.Context, stream jetstream.Stream) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	in := make(chan scanned, v.lim.batch/2)
-	stop, err := readStream(ctx, stream, v.target, in)
+	stop, err := readStream(ctx, stream, v.nc.MaxPayload(), v.target, in)
 	if err != nil {
 		return err
 	}

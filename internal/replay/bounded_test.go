@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
+	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/projection"
+	"github.com/agentledger/ledger/internal/topology"
 )
 
 // publishRaw publishes a body on a subject of LEDGER_ATTEMPTS and returns
@@ -356,4 +359,28 @@ func TestAppendContractIsTheStoredPrefix(t *testing.T) {
 	prefix := appendContract(nil, &r.RequestView)
 	require.True(t, strings.HasPrefix(string(stored), string(prefix)), "%s\n%s", stored, prefix)
 	require.True(t, strings.HasSuffix(string(prefix), `,"log":`))
+}
+
+// A body over the contract's size in a stream created without MaxMsgSize
+// (by an older build) is rejected as too_large with its body cut to
+// 64 KiB and its original size in a header; verify cuts the recomputed
+// body the same way and finds the ledger identical.
+func TestVerifyTooLargeRejection(t *testing.T) {
+	ctx := context.Background()
+	_, _, js := natstest.StartJS(t)
+	cfg, err := topology.AttemptsStreamConfig(topology.Config{})
+	require.NoError(t, err)
+	cfg.MaxMsgSize = -1 // as an older build created it
+	_, err = js.CreateStream(ctx, cfg)
+	require.NoError(t, err)
+	big := append([]byte(`{"schema":"ledger.attempt.v1","pad":"`), bytes.Repeat([]byte("x"), 100<<10)...)
+	big = append(big, `"}`...)
+	publishRaw(t, js, "ledger.attempts.S1.R1", big)
+	w := ledgertest.Generate(rand.New(rand.NewPCG(71, 1)), ledgertest.Spec{Sessions: 2, Calls: 5})
+	ledgertest.Publish(t, js, w.Messages)
+	project(t, js, nil)
+	d, err := Verify(ctx, js, Options{})
+	require.NoError(t, err)
+	require.True(t, d.Identical(), "differences: %+v", d.Diffs)
+	require.Equal(t, 1, d.RejectionsChecked)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/ledger/internal/projection"
 )
 
 // kvEntry is the current value of one key of a KV bucket.
@@ -45,7 +47,7 @@ func eachKV(ctx context.Context, js jetstream.JetStream, stream, prefix string, 
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", stream, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(1024, 8<<20))
+	it, err := cons.Messages(projection.PullLimits(js.Conn().MaxPayload(), 1024))
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", stream, err)
 	}

@@ -187,8 +187,11 @@ func (v *verifier) applyAll(b *batch, old map[string]string) ([]*openReq, error)
 	return touched, nil
 }
 
+// rejectionOf is the record the aggregator makes of a refused message:
+// its body cut as the aggregator cuts it (projection.RejectionBody).
 func rejectionOf(m *scanned) *rejection {
-	r := &rejection{seq: m.seq, reason: events.ReasonMalformedJSON, subject: m.subject, body: m.data}
+	r := &rejection{seq: m.seq, reason: events.ReasonMalformedJSON, subject: m.subject}
+	r.body, r.size = projection.RejectionBody(m.data)
 	if re, ok := m.err.(*events.RejectError); ok {
 		r.reason = re.Reason
 	}
@@ -196,7 +199,9 @@ func rejectionOf(m *scanned) *rejection {
 }
 
 func conflictOf(m *scanned) *rejection {
-	return &rejection{seq: m.seq, reason: events.ReasonSessionConflict, subject: m.subject, body: m.data}
+	r := &rejection{seq: m.seq, reason: events.ReasonSessionConflict, subject: m.subject}
+	r.body, r.size = projection.RejectionBody(m.data)
+	return r
 }
 
 // applyTo merges an accepted event into a request in progress. Past the

@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/projection"
 )
 
 // rejection is one event the projection refuses: what LEDGER_REJECTED
@@ -20,7 +22,8 @@ type rejection struct {
 	seq     uint64
 	reason  events.Reason
 	subject string // the original subject
-	body    []byte
+	body    []byte // at most events.MaxEventBytes of it (projection.RejectionBody)
+	size    int    // the original body's size when body is cut, else 0
 	// unreadable, on a live record, says why its subject names no reason
 	// and sequence.
 	unreadable string
@@ -67,19 +70,19 @@ func readRejections(ctx context.Context, js jetstream.JetStream, c *diffs, upTo 
 	go func() {
 		defer close(finished)
 		defer close(live)
-		errc <- readRejected(rctx, stream, upTo, live)
+		errc <- readRejected(rctx, stream, js.Conn().MaxPayload(), upTo, live)
 	}()
 	return r, func() { cancel(); <-finished }, nil
 }
 
 // readRejected sends the records of stream in order until none follows,
 // stopping after the first beyond original sequence upTo.
-func readRejected(ctx context.Context, stream jetstream.Stream, upTo uint64, out chan<- rejection) error {
+func readRejected(ctx context.Context, stream jetstream.Stream, maxPayload int64, upTo uint64, out chan<- rejection) error {
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", events.RejectedStream, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(256, 8<<20))
+	it, err := cons.Messages(projection.PullLimits(maxPayload, 256))
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", events.RejectedStream, err)
 	}
@@ -93,7 +96,7 @@ func readRejected(ctx context.Context, stream jetstream.Stream, upTo uint64, out
 		if err != nil {
 			return fmt.Errorf("replay: a message without metadata: %w", err)
 		}
-		r := liveRejection(m.Subject(), m.Headers().Get(events.HeaderOriginalSubject), m.Data())
+		r := liveRejection(m.Subject(), m.Headers(), m.Data())
 		select {
 		case out <- r:
 		case <-ctx.Done():
@@ -111,14 +114,15 @@ func readRejected(ctx context.Context, stream jetstream.Stream, upTo uint64, out
 	}
 }
 
-func liveRejection(subject, original string, body []byte) rejection {
+func liveRejection(subject string, h nats.Header, body []byte) rejection {
 	rest, ok := strings.CutPrefix(subject, strings.TrimSuffix(events.RejectedSubjects, ">"))
 	reason, seqText, ok2 := strings.Cut(rest, ".")
 	seq, err := strconv.ParseUint(seqText, 10, 64)
 	if !ok || !ok2 || err != nil || seq == 0 {
 		return rejection{unreadable: subject, body: body}
 	}
-	return rejection{seq: seq, reason: events.Reason(reason), subject: original, body: body}
+	size, _ := strconv.Atoi(h.Get(events.HeaderOriginalSize)) // absent: 0, the body is whole
+	return rejection{seq: seq, reason: events.Reason(reason), subject: h.Get(events.HeaderOriginalSubject), body: body, size: size}
 }
 
 // peek returns the next live record, if any.
@@ -234,6 +238,7 @@ func (r *rejections) compare(l, re *rejection) {
 		if !bytes.Equal(l.body, re.body) {
 			rec.add("body", describeBody(l.body), describeBody(re.body), nil)
 		}
+		rec.num("original_size", int64(l.size), int64(re.size))
 	}
 	if rec.differ {
 		r.c.d.RejectionsDiffer++

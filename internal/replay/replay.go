@@ -39,7 +39,7 @@ func Ledger(ctx context.Context, js jetstream.JetStream, p Point, o Options) (*r
 		last = p.Seq
 	}
 	mem := NewMemory(o.Apply)
-	err = scan(ctx, stream, 1, last, o.Progress, func(m stored) bool {
+	err = scan(ctx, stream, js.Conn().MaxPayload(), 1, last, o.Progress, func(m stored) bool {
 		if !p.At.IsZero() && m.time.After(p.At) {
 			return false
 		}

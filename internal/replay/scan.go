@@ -37,7 +37,7 @@ type stored struct {
 // scan delivers the messages of LEDGER_ATTEMPTS in stream order, from
 // sequence from (1: the first) through last, to fn, which returns false to
 // stop early.
-func scan(ctx context.Context, stream jetstream.Stream, from, last uint64, progress func(done, total uint64), fn func(stored) bool) error {
+func scan(ctx context.Context, stream jetstream.Stream, maxPayload int64, from, last uint64, progress func(done, total uint64), fn func(stored) bool) error {
 	if progress == nil {
 		progress = func(uint64, uint64) {}
 	}
@@ -54,7 +54,7 @@ func scan(ctx context.Context, stream jetstream.Stream, from, last uint64, progr
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(10_000))
+	it, err := cons.Messages(projection.PullLimits(maxPayload, 10_000))
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
 	}

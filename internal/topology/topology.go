@@ -79,6 +79,8 @@ func AttemptsStreamConfig(c Config) (jetstream.StreamConfig, error) {
 		MaxMsgSize:  c.MaxMsgSize,
 		DenyDelete:  true,
 		DenyPurge:   true,
+		// Direct gets (batched last-by-subject reads) serve verify.
+		AllowDirect: true,
 		Discard:     jetstream.DiscardOld,
 	}, nil
 }
