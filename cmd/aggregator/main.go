@@ -245,9 +245,7 @@ func runAggregator(ctx context.Context, conn *connect.Conn, cfg projection.Confi
 	var lateSrc lateSource
 	if ln != nil {
 		mon = monitor.NewMetrics(&lateSrc)
-		// Until projection reports rejections itself, they are read from
-		// its log records (monitor.LogHandler).
-		cfg.Logger = slog.New(monitor.LogHandler{Handler: log.Handler(), Obs: mon})
+		cfg.Observer = mon
 	}
 	agg, err := projection.New(cfg)
 	if err != nil {
@@ -266,9 +264,6 @@ func runAggregator(ctx context.Context, conn *connect.Conn, cfg projection.Confi
 			if err := srv.Serve(mctx, ln); err != nil {
 				log.Error("metrics server stopped", "err", err)
 			}
-		})
-		wg.Go(func() {
-			monitor.BatchSampler{Src: agg, Obs: mon, Interval: 100 * time.Millisecond, Now: time.Now}.Run(mctx)
 		})
 		log.Info("serving metrics", "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz")
 	}

@@ -109,6 +109,8 @@ func TestRunServesMetrics(t *testing.T) {
 	held, _ := metric(body, "ledger_aggregator_lease_held")
 	assert.Equal(t, 1.0, held)
 	assert.Contains(t, body, "ledger_aggregator_batch_seconds_bucket")
+	batches, _ := metric(body, "ledger_aggregator_batch_seconds_count")
+	assert.GreaterOrEqual(t, batches, 1.0, "every committed batch is observed")
 
 	code, text := get(base + "/healthz")
 	assert.Equal(t, http.StatusOK, code)

@@ -18,7 +18,6 @@
 // and checkpoint are polled once per interval, and a batch is observed
 // once when it commits.
 //
-// The aggregator reports batches and rejections through Observer. Until
-// projection calls an Observer itself, Adapt derives them from what
-// projection.Aggregator exports (see adapter.go).
+// The aggregator reports batches and rejections through its
+// projection.Observer, which Metrics implement.
 package monitor

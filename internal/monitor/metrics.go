@@ -21,27 +21,19 @@ type Source interface {
 	Stats() projection.Stats
 }
 
-// Observer is told of every committed batch and every rejected event, by
-// the aggregator's goroutine. Implementations must be quick and must not
-// allocate: they run once per batch and once per rejection.
-type Observer interface {
-	// BatchCommitted is called when a batch's checkpoint is written: it
-	// applied events events and took took from its first event in hand to
-	// its checkpoint.
-	BatchCommitted(events int, took time.Duration)
-	// Rejected is called once for each event recorded in LEDGER_REJECTED.
-	Rejected(reason string)
-}
+// Metrics implement projection.Observer: the aggregator tells them of
+// every committed batch and every rejected event.
+var _ projection.Observer = (*Metrics)(nil)
 
 // reasons are the reject reasons of the contract, whose counters exist
 // (at 0) from the start.
 var reasons = []events.Reason{
-	events.ReasonMalformedJSON, events.ReasonUnknownSchema, events.ReasonInvalidField,
+	events.ReasonTooLarge, events.ReasonMalformedJSON, events.ReasonUnknownSchema, events.ReasonInvalidField,
 	events.ReasonSubjectMismatch, events.ReasonSessionConflict,
 }
 
 // Metrics are the aggregator's collectors, registered in their own
-// registry. They implement Observer.
+// registry.
 type Metrics struct {
 	Registry *prometheus.Registry
 
@@ -85,10 +77,10 @@ func NewMetrics(src Source) *Metrics {
 	return m
 }
 
-// BatchCommitted implements Observer.
+// BatchCommitted implements projection.Observer.
 func (m *Metrics) BatchCommitted(_ int, took time.Duration) { m.batch.Observe(took.Seconds()) }
 
-// Rejected implements Observer.
+// Rejected implements projection.Observer.
 func (m *Metrics) Rejected(reason string) {
 	if c, ok := m.byReason[reason]; ok {
 		c.Inc()

@@ -93,6 +93,9 @@ type Config struct {
 	// (*Request).Apply. It is a seam for tests that replay a stream
 	// projected by a deliberately wrong version of the code.
 	Apply func(r *Request, ev *events.Attempt) bool
+	// Observer, when set, is told of every committed batch and every
+	// recorded rejection, for metrics.
+	Observer Observer
 	// Rules is the RulesVersion this aggregator applies; 0 is RulesVersion.
 	// It is a seam for tests of an older or newer build.
 	Rules int
@@ -107,6 +110,19 @@ type Config struct {
 // DefaultBatchSize is Config.BatchSize's default, the batch size the
 // benchmarks measure; aggregator run's --batch defaults to it.
 const DefaultBatchSize = 20_000
+
+// Observer is told of every committed batch and every recorded
+// rejection, on the aggregator's goroutines: its methods must be quick,
+// safe for concurrent use, and should not allocate.
+type Observer interface {
+	// BatchCommitted is called once a batch's checkpoint is written: it
+	// applied events events and took took from its first event in hand
+	// to its checkpoint.
+	BatchCommitted(events int, took time.Duration)
+	// Rejected is called once for each event recorded in the rejection
+	// stream, with its reason.
+	Rejected(reason string)
+}
 
 // FaultPoint names a write point of the batch commit.
 type FaultPoint string
@@ -500,6 +516,7 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources, t *term) 
 		case m := <-ahead.ch:
 			batch = append(batch, m)
 		}
+		inHand := time.Now()
 		if err := b.fault(FaultGather); err != nil {
 			return err
 		}
@@ -524,6 +541,7 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources, t *term) 
 		if j == nil {
 			continue
 		}
+		j.inHand = inHand
 		j.resolve()
 		start(j)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -77,7 +78,8 @@ type sesWork struct {
 // encoded; only the revisions of keys the in-flight batch writes are
 // filled in later (resolve).
 type job struct {
-	q          uint64 // last stream sequence of the batch
+	q          uint64    // last stream sequence of the batch
+	inHand     time.Time // when its first event was in hand
 	events     int
 	rejects    []rejection
 	reqs       map[string]*reqWork
@@ -302,6 +304,9 @@ func (b *batcher) commit(ctx context.Context, j *job) error {
 	b.agg.applied.Store(j.q)
 	b.agg.stats.batches.Add(1)
 	b.agg.stats.events.Add(uint64(j.events))
+	if o := b.agg.cfg.Observer; o != nil {
+		o.BatchCommitted(j.events, time.Since(j.inHand))
+	}
 	return b.fault(FaultAfterCheckpoint)
 }
 
@@ -505,6 +510,9 @@ func (b *batcher) recordRejects(ctx context.Context, rejects []rejection) error 
 		t.rejLast = ack.Sequence
 		b.rejectFloor = r.seq
 		b.agg.stats.rejected.Add(1)
+		if o := b.agg.cfg.Observer; o != nil {
+			o.Rejected(string(r.reason))
+		}
 		b.agg.log.Warn("aggregator: rejected event", "seq", r.seq, "reason", r.reason, "detail", r.detail)
 		if i == 0 {
 			if err := b.fault(FaultBetweenRejectsPut); err != nil {
