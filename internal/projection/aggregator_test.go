@@ -232,25 +232,39 @@ func TestCrashAtEveryWritePoint(t *testing.T) {
 					}
 					return nil
 				}})
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					e.waitCheckpoint(last)
-				}()
-				select {
-				case err := <-r.done:
-					r.done <- err
-					var crash crashError
-					require.ErrorAs(t, err, &crash)
+				if e.crashedOrCaughtUp(r, last) {
 					crashes++
 					continue
-				case <-done:
 				}
 				break
 			}
 			require.Positive(t, crashes, "the fault point was never reached")
 			e.requireLedger(buildModel(wireStored(ws)))
 		})
+	}
+}
+
+// crashedOrCaughtUp waits until the aggregator r crashes (true) or the
+// checkpoint reaches last (false).
+func (e *env) crashedOrCaughtUp(r *running, last uint64) bool {
+	e.t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case err := <-r.done:
+			r.done <- err // for the cleanup
+			var crash crashError
+			require.ErrorAs(e.t, err, &crash)
+			return true
+		case <-tick.C:
+			if cp, err := ReadCheckpoint(context.Background(), e.js); err == nil && cp >= last {
+				return false
+			}
+		case <-deadline:
+			e.t.Fatalf("neither a crash nor checkpoint %d within a minute", last)
+		}
 	}
 }
 
