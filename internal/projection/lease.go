@@ -84,14 +84,8 @@ func (l *lease) acquire(ctx context.Context, poll time.Duration) error {
 		switch {
 		case errors.Is(err, errWaitForYield):
 		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
-			sent := l.now()
-			rev, cerr := l.kv.Create(ctx, l.name(), val)
-			if cerr == nil {
-				l.held(rev, sent)
-				return nil
-			}
-			if !errors.Is(cerr, jetstream.ErrKeyExists) {
-				return fmt.Errorf("projection: creating lease: %w", cerr)
+			if ok, err := l.take(ctx, val, 0); ok || err != nil {
+				return err
 			}
 		case err != nil:
 			if ctx.Err() != nil {
@@ -110,24 +104,49 @@ func (l *lease) acquire(ctx context.Context, poll time.Duration) error {
 				ttl = l.ttl
 			}
 			if cur.Holder == l.holder || now.Sub(seenAt) > ttl {
-				sent := l.now()
-				rev, uerr := l.kv.Update(ctx, l.name(), val, e.Revision())
-				if uerr == nil {
-					l.held(rev, sent)
-					return nil
-				}
-				if !errors.Is(uerr, jetstream.ErrKeyExists) {
-					return fmt.Errorf("projection: taking over lease: %w", uerr)
+				if ok, err := l.take(ctx, val, e.Revision()); ok || err != nil {
+					return err
 				}
 			}
 		}
-		t := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, poll); err != nil {
+			return err
 		}
+	}
+}
+
+// take writes the lease value val with compare-and-set on rev (0: the key
+// is absent) and reports whether this instance holds the lease now; false
+// with no error means someone else wrote it first.
+func (l *lease) take(ctx context.Context, val []byte, rev uint64) (bool, error) {
+	sent := l.now()
+	var err error
+	var got uint64
+	if rev == 0 {
+		got, err = l.kv.Create(ctx, l.name(), val)
+	} else {
+		got, err = l.kv.Update(ctx, l.name(), val, rev)
+	}
+	switch {
+	case err == nil:
+		l.held(got, sent)
+		return true, nil
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return false, nil
+	default:
+		return false, fmt.Errorf("projection: writing %s: %w", l.name(), err)
+	}
+}
+
+// sleep waits d, or returns ctx's error when it ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -285,14 +304,8 @@ func (l *lease) claim(ctx context.Context, poll time.Duration) error {
 		e, err := l.kv.Get(ctx, l.name())
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
-			sent := l.now()
-			rev, cerr := l.kv.Create(ctx, l.name(), val)
-			if cerr == nil {
-				l.held(rev, sent)
-				return nil
-			}
-			if !errors.Is(cerr, jetstream.ErrKeyExists) {
-				return fmt.Errorf("projection: creating %s: %w", l.name(), cerr)
+			if ok, err := l.take(ctx, val, 0); ok || err != nil {
+				return err
 			}
 		case err != nil:
 			return fmt.Errorf("projection: reading %s: %w", l.name(), err)
@@ -306,24 +319,14 @@ func (l *lease) claim(ctx context.Context, poll time.Duration) error {
 			case e.Revision() != seenRev:
 				return fmt.Errorf("%w: %s holds %s and renews it", errHeld, cur.Holder, l.name())
 			case now.Sub(seenAt) > l.ttl:
-				sent := now
-				rev, uerr := l.kv.Update(ctx, l.name(), val, e.Revision())
-				if uerr == nil {
-					l.held(rev, sent)
-					return nil
-				}
-				if !errors.Is(uerr, jetstream.ErrKeyExists) {
-					return fmt.Errorf("projection: taking over %s: %w", l.name(), uerr)
+				if ok, err := l.take(ctx, val, e.Revision()); ok || err != nil {
+					return err
 				}
 				seenRev = 0
 			}
 		}
-		t := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, poll); err != nil {
+			return err
 		}
 	}
 }
