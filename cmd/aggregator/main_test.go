@@ -140,7 +140,7 @@ func TestBugFixStory(t *testing.T) {
 			ledgertest.Publish(t, js, during.Messages[i:min(i+7, len(during.Messages))])
 		}
 	}()
-	code, out, stderr = run(t, "rebuild", "--nats-url", url, "--lease-ttl", "300ms", "--batch", "17")
+	code, out, stderr = run(t, "rebuild", "--nats-url", url, "--lease-ttl", "1s", "--batch", "17")
 	require.Equal(t, exitOK, code, "stderr: %s", stderr)
 	require.Contains(t, out, "rebuilt the ledger")
 	wg.Wait()

@@ -128,7 +128,9 @@ func (e *env) start(cfg Config) *running {
 	e.t.Helper()
 	cfg.JS = e.js
 	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = 300 * time.Millisecond
+		// Short, so that takeovers are quick, but long enough that a
+		// loaded 2-core machine under the race detector renews in time.
+		cfg.LeaseTTL = time.Second
 	}
 	if cfg.RetryDelay == 0 {
 		cfg.RetryDelay = 20 * time.Millisecond

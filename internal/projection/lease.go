@@ -57,6 +57,9 @@ type lease struct {
 	// fault is Config.Faults (nil in production): called before every
 	// renewal, so a test can freeze the renewals with the batch.
 	fault func(FaultPoint) error
+	// lenient leases (the rebuild claim) guard no write: keep ends only
+	// when another holder took the lease, not when renewals are slow.
+	lenient bool
 }
 
 // acquire blocks until this instance holds the lease or ctx ends.
@@ -199,9 +202,12 @@ func (l *lease) renew(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
-	deadline := l.okAt.Add(l.validFor())
+	wait := l.okAt.Add(l.validFor()).Sub(l.now())
 	l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, deadline.Sub(l.now()))
+	if l.lenient {
+		wait = l.ttl / 3
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	sent := l.now()
 	rev, err := l.kv.Update(ctx, l.name(), val, l.rev)
@@ -273,8 +279,8 @@ func (l *lease) keep(ctx context.Context) error {
 			return err
 		}
 		// A transient failure: keep trying while the lease cannot have
-		// expired for the others yet.
-		if verr := l.valid(); verr != nil {
+		// expired for the others yet (a lenient one, while nobody took it).
+		if verr := l.valid(); verr != nil && !l.lenient {
 			return fmt.Errorf("%w (last error: %v)", verr, err)
 		}
 	}

@@ -143,7 +143,8 @@ func checkWholeStream(ctx context.Context, stream jetstream.Stream) error {
 // claim takes the rebuild claim and keeps it renewed until release; if it
 // is lost meanwhile, lost is called.
 func (r *rebuild) claim(ctx context.Context, lost context.CancelCauseFunc) (release func(), err error) {
-	c := &lease{kv: r.live.state, key: rebuildKey, holder: r.id, ttl: r.cfg.LeaseTTL, now: r.cfg.Now, rules: r.cfg.Rules, fault: r.cfg.Faults}
+	c := &lease{kv: r.live.state, key: rebuildKey, holder: r.id, ttl: r.cfg.LeaseTTL, now: r.cfg.Now, rules: r.cfg.Rules,
+		fault: r.cfg.Faults, lenient: true}
 	if err := c.claim(ctx, r.cfg.LeaseTTL/10); err != nil {
 		if errors.Is(err, errHeld) {
 			return nil, fmt.Errorf("%w (%v); wait for it to finish, or, if it died, its claim lapses %s after its last renewal",

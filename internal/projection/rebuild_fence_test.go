@@ -23,7 +23,7 @@ func (e *env) startRebuild(cfg RebuildConfig) *rebuildRun {
 	e.t.Helper()
 	cfg.JS = e.js
 	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = 300 * time.Millisecond
+		cfg.LeaseTTL = time.Second
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	r := &rebuildRun{cancel: cancel, done: make(chan error, 1)}
@@ -169,7 +169,7 @@ func TestIncompleteSwitchStopsAggregator(t *testing.T) {
 	before, beforeSess := e.ledger()
 
 	// The rebuild dies right after recording its switch.
-	err := Rebuild(context.Background(), RebuildConfig{JS: e.js, LeaseTTL: 300 * time.Millisecond, BatchSize: 7,
+	err := Rebuild(context.Background(), RebuildConfig{JS: e.js, LeaseTTL: time.Second, BatchSize: 7,
 		Faults: func(p FaultPoint) error {
 			if p == FaultSwitchRecorded {
 				return errors.New("killed")
@@ -195,7 +195,7 @@ func TestIncompleteSwitchStopsAggregator(t *testing.T) {
 
 	rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, Rebuild(rctx, RebuildConfig{JS: e.js, LeaseTTL: 300 * time.Millisecond, BatchSize: 7}))
+	require.NoError(t, Rebuild(rctx, RebuildConfig{JS: e.js, LeaseTTL: time.Second, BatchSize: 7}))
 	e.start(Config{InstanceID: "live-2"})
 	e.waitCheckpoint(e.lastSeq())
 	e.requireLedger(buildModel(wireStored(ws)))
@@ -216,7 +216,7 @@ func TestRebuildRefusesAgedOutStream(t *testing.T) {
 		info, err := s.Info(ctx)
 		return err == nil && info.State.FirstSeq > 1
 	}, 10*time.Second, 20*time.Millisecond)
-	err = Rebuild(ctx, RebuildConfig{JS: e.js, Topology: tc, LeaseTTL: 300 * time.Millisecond})
+	err = Rebuild(ctx, RebuildConfig{JS: e.js, Topology: tc, LeaseTTL: time.Second})
 	require.ErrorIs(t, err, ErrStreamIncomplete)
 	require.Contains(t, err.Error(), "cannot be replayed")
 }
@@ -226,7 +226,7 @@ func TestRebuildEmptyStream(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: 300 * time.Millisecond}))
+	require.NoError(t, Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: time.Second}))
 	switching, err := Switching(ctx, e.js)
 	require.NoError(t, err)
 	require.False(t, switching)

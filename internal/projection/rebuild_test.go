@@ -54,7 +54,7 @@ func TestRebuildWhileLiveAndPublishing(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: 300 * time.Millisecond, BatchSize: 19}))
+	require.NoError(t, Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: time.Second, BatchSize: 19}))
 	wg.Wait()
 	e.waitCheckpoint(e.lastSeq())
 	require.Eventually(t, live.agg.Leading, 5*time.Second, 5*time.Millisecond, "the live aggregator resumes")
@@ -107,7 +107,7 @@ func TestRebuildInterrupted(t *testing.T) {
 			live := e.start(Config{InstanceID: "live", BatchSize: 11})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			err := Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: 300 * time.Millisecond, BatchSize: 7,
+			err := Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: time.Second, BatchSize: 7,
 				Progress: func(p string, applied, last uint64) {
 					if p == tc.phase && applied > 0 {
 						cancel()
@@ -121,7 +121,7 @@ func TestRebuildInterrupted(t *testing.T) {
 			if tc.restart {
 				rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
 				defer rcancel()
-				require.NoError(t, Rebuild(rctx, RebuildConfig{JS: e.js, LeaseTTL: 300 * time.Millisecond}))
+				require.NoError(t, Rebuild(rctx, RebuildConfig{JS: e.js, LeaseTTL: time.Second}))
 			}
 			// A switch left half done is finished by whoever holds the lease
 			// next; then the live aggregator serves again.

@@ -61,7 +61,7 @@ func TestOlderRulesRefuseAfterSwitch(t *testing.T) {
 	e.waitCheckpoint(e.lastSeq())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: 300 * time.Millisecond, Rules: 2}))
+	require.NoError(t, Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: time.Second, Rules: 2}))
 	err := live.waitStopped(t)
 	require.ErrorIs(t, err, ErrRulesTooOld)
 	rules, err := LedgerRules(context.Background(), e.js)
