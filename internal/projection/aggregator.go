@@ -410,113 +410,31 @@ func (a *Aggregator) lead(ctx context.Context, res *resources) error {
 // loop consumes the stream from the checkpoint and applies batches in
 // term t. ctx is the caller's (its end is a graceful stop); runCtx also
 // ends when the lease is lost (then nothing more is written).
+//
+// One batch commits (on its own goroutine, see committer) while the next
+// is gathered and prepared; it is sent once the previous one has
+// committed. Whatever happens, the committing goroutine is waited for
+// before loop returns, so a new term never overlaps an old write.
 func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources, t *term) error {
-	if t.cp.Switch != nil {
-		// A rebuild's switch that was interrupted is finished first.
-		if err := completeSwitch(runCtx, a.cfg.JS, res, t, a.log, nil); err != nil {
-			return err
-		}
-	}
-	cp := t.cp.Seq
-	a.applied.Store(cp)
-	b := &batcher{
-		agg:         a,
-		res:         res,
-		term:        t,
-		prepared:    cp,
-		rejectFloor: t.rejFloor,
-		cache:       newCache(a.cfg.CacheSize),
-	}
-	var err error
-	if b.absentReq, err = emptyFilter(runCtx, res.requests); err != nil {
+	b, err := a.newBatcher(runCtx, res, t)
+	if err != nil {
 		return err
 	}
-	if b.absentSes, err = emptyFilter(runCtx, res.sessions); err != nil {
+	ahead, stopConsuming, err := a.consume(runCtx, res, t.cp.Seq)
+	if err != nil {
 		return err
 	}
-
-	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AttemptsSubjects}}
-	if cp > 0 {
-		occ.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		occ.OptStartSeq = cp + 1
-	}
-	cons, err := res.stream.OrderedConsumer(runCtx, occ)
-	if err != nil {
-		return fmt.Errorf("projection: creating consumer at %d: %w", cp+1, err)
-	}
-	// Read-ahead: up to a batch of decoded events (and readAheadBytes)
-	// waits in ahead while a batch commits; the client library holds at
-	// most readAhead more, and two pull requests' bytes (see input.go).
-	ahead := newIntake(a.cfg.BatchSize, readAheadBytes)
-	stop := make(chan struct{})
-	cc, err := cons.Consume(func(m jetstream.Msg) { ahead.put(fetch(m), stop) },
-		PullLimits(a.cfg.JS.Conn().MaxPayload(), min(a.cfg.BatchSize, readAhead)),
-		// Heartbeats every AckWait/2: a consumer whose stream leader died
-		// is recreated within AckWait.
-		jetstream.PullExpiry(max(4*a.cfg.AckWait/2, time.Second)), jetstream.PullHeartbeat(a.cfg.AckWait/2))
-	if err != nil {
-		return fmt.Errorf("projection: consuming: %w", err)
-	}
-	defer func() {
-		close(stop)
-		cc.Stop()
-	}()
-
-	// One batch commits (on its own goroutine) while the next is
-	// gathered and prepared; it is sent once the previous one has
-	// committed. Whatever happens, the committing goroutine is waited for
-	// before returning, so a new term never overlaps an old write.
-	var done chan error // the in-flight batch's outcome; nil when none
-	settle := func(err error) error {
-		j := b.inflight
-		b.inflight, done = nil, nil
-		if err != nil {
-			return err
-		}
-		b.finish(j)
-		return nil
-	}
-	defer func() {
-		if done != nil {
-			<-done
-		}
-	}()
-	start := func(j *job) {
-		// A batch in hand is finished even when ctx ends (graceful
-		// stop), but not when the lease is lost.
-		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 30*time.Second)
-		stopOnLease := context.AfterFunc(runCtx, func() {
-			if ctx.Err() == nil {
-				cancel()
-			}
-		})
-		b.inflight, done = j, make(chan error, 1)
-		go func(done chan<- error) {
-			err := b.commit(commitCtx, j)
-			stopOnLease()
-			cancel()
-			done <- err
-		}(done)
-	}
-
+	defer stopConsuming()
+	c := &committer{b: b, ctx: ctx, runCtx: runCtx}
+	defer c.drain()
 	batch := make([]fetched, 0, a.cfg.BatchSize)
 	for {
-		batch = batch[:0]
-		select {
-		case <-runCtx.Done():
-			if done != nil {
-				return settle(<-done)
-			}
-			return nil
-		case err := <-done: // nil channel when nothing is in flight
-			if err := settle(err); err != nil {
-				return err
-			}
-			continue
-		case m := <-ahead.ch:
-			batch = append(batch, m)
+		first, ok, err := c.await(ahead)
+		if !ok {
+			return err
 		}
 		inHand := time.Now()
+		batch = append(batch[:0], first)
 		if err := b.fault(FaultGather); err != nil {
 			return err
 		}
@@ -528,22 +446,156 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources, t *term) 
 		if err != nil {
 			return err
 		}
-		if j != nil && done != nil {
-			if err := b.fault(FaultNextPrepared); err != nil {
-				return err
+		if err := c.next(j, inHand); err != nil {
+			return err
+		}
+	}
+}
+
+// newBatcher finishes a rebuild's switch that was interrupted, then
+// returns the batcher of term t, at its checkpoint.
+func (a *Aggregator) newBatcher(ctx context.Context, res *resources, t *term) (*batcher, error) {
+	if t.cp.Switch != nil {
+		if err := completeSwitch(ctx, a.cfg.JS, res, t, a.log, nil); err != nil {
+			return nil, err
+		}
+	}
+	a.applied.Store(t.cp.Seq)
+	b := &batcher{
+		agg:         a,
+		res:         res,
+		term:        t,
+		prepared:    t.cp.Seq,
+		rejectFloor: t.rejFloor,
+		cache:       newCache(a.cfg.CacheSize),
+	}
+	var err error
+	if b.absentReq, err = emptyFilter(ctx, res.requests); err != nil {
+		return nil, err
+	}
+	if b.absentSes, err = emptyFilter(ctx, res.sessions); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// consume reads the stream after sequence cp with an ordered consumer
+// into a read-ahead: up to a batch of decoded events (and readAheadBytes)
+// waits there while a batch commits; the client library holds at most
+// readAhead more, and two pull requests' bytes (see input.go).
+func (a *Aggregator) consume(ctx context.Context, res *resources, cp uint64) (*intake, func(), error) {
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AttemptsSubjects}}
+	if cp > 0 {
+		occ.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		occ.OptStartSeq = cp + 1
+	}
+	cons, err := res.stream.OrderedConsumer(ctx, occ)
+	if err != nil {
+		return nil, nil, fmt.Errorf("projection: creating consumer at %d: %w", cp+1, err)
+	}
+	ahead := newIntake(a.cfg.BatchSize, readAheadBytes)
+	stop := make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) { ahead.put(fetch(m), stop) },
+		PullLimits(a.cfg.JS.Conn().MaxPayload(), min(a.cfg.BatchSize, readAhead)),
+		// Heartbeats every AckWait/2: a consumer whose stream leader died
+		// is recreated within AckWait.
+		jetstream.PullExpiry(max(4*a.cfg.AckWait/2, time.Second)), jetstream.PullHeartbeat(a.cfg.AckWait/2))
+	if err != nil {
+		return nil, nil, fmt.Errorf("projection: consuming: %w", err)
+	}
+	return ahead, func() {
+		close(stop)
+		cc.Stop()
+	}, nil
+}
+
+// committer commits one batch at a time on its own goroutine, so that the
+// loop gathers and prepares the next one meanwhile.
+type committer struct {
+	b      *batcher
+	ctx    context.Context // the caller's: its end is a graceful stop
+	runCtx context.Context // also ends when the lease is lost
+	done   chan error      // the in-flight batch's outcome; nil when none
+}
+
+// await returns the first message of the next batch, settling commits
+// that end meanwhile. ok is false when the loop must end, with err.
+func (c *committer) await(ahead *intake) (first fetched, ok bool, err error) {
+	for {
+		select {
+		case <-c.runCtx.Done():
+			return fetched{}, false, c.wait()
+		case err := <-c.done: // nil channel when nothing is in flight
+			if err := c.settle(err); err != nil {
+				return fetched{}, false, err
 			}
+		case m := <-ahead.ch:
+			return m, true, nil
 		}
-		if done != nil {
-			if err := settle(<-done); err != nil {
-				return err
-			}
+	}
+}
+
+// next sends the prepared job j (nil when its batch held nothing new)
+// once the in-flight batch has committed.
+func (c *committer) next(j *job, inHand time.Time) error {
+	if j != nil && c.done != nil {
+		if err := c.b.fault(FaultNextPrepared); err != nil {
+			return err
 		}
-		if j == nil {
-			continue
+	}
+	if err := c.wait(); err != nil {
+		return err
+	}
+	if j == nil {
+		return nil
+	}
+	j.inHand = inHand
+	j.resolve()
+	c.start(j)
+	return nil
+}
+
+// start commits j on its own goroutine. A batch in hand is finished even
+// when ctx ends (a graceful stop), but not when the lease is lost.
+func (c *committer) start(j *job) {
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(c.runCtx), 30*time.Second)
+	stopOnLease := context.AfterFunc(c.runCtx, func() {
+		if c.ctx.Err() == nil {
+			cancel()
 		}
-		j.inHand = inHand
-		j.resolve()
-		start(j)
+	})
+	c.b.inflight, c.done = j, make(chan error, 1)
+	go func(done chan<- error) {
+		err := c.b.commit(commitCtx, j)
+		stopOnLease()
+		cancel()
+		done <- err
+	}(c.done)
+}
+
+// wait waits for the in-flight batch, if any, and settles it.
+func (c *committer) wait() error {
+	if c.done == nil {
+		return nil
+	}
+	return c.settle(<-c.done)
+}
+
+// settle records the outcome of the in-flight batch.
+func (c *committer) settle(err error) error {
+	j := c.b.inflight
+	c.b.inflight, c.done = nil, nil
+	if err != nil {
+		return err
+	}
+	c.b.finish(j)
+	return nil
+}
+
+// drain waits for a commit still in flight when the loop ends.
+func (c *committer) drain() {
+	if c.done != nil {
+		<-c.done
 	}
 }
 
