@@ -351,14 +351,17 @@ func pointInTime(ctx context.Context, conn *connect.Conn, p replay.Point, sessio
 		}
 	}
 	meter := progress.New(stderr, "report", progress.Options{})
-	l, err := replay.Ledger(ctx, conn.JS, p, replay.Options{Progress: meter.Update})
+	r, err := replay.Ledger(ctx, conn.JS, p, replay.Options{Progress: meter.Update})
 	meter.Finish()
-	if err != nil || session == "" {
-		return l, err
+	if err != nil {
+		return nil, err
 	}
-	for _, s := range l.Sessions {
+	if session == "" {
+		return &report.Ledger{Sessions: r.Sessions, Total: r.Total, Applied: r.Seq, StreamLast: r.Seq}, nil
+	}
+	for _, s := range r.Sessions {
 		if s.SessionID == session {
-			return &report.Ledger{Sessions: []projection.SessionView{s}, Total: s.Totals, Applied: l.Applied, StreamLast: l.StreamLast}, nil
+			return &report.Ledger{Sessions: []projection.SessionView{s}, Total: s.Totals, Applied: r.Seq, StreamLast: r.Seq}, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: %q at that point", report.ErrNoSession, session)

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/events"
-	"github.com/agentledger/ledger/internal/report"
+	"github.com/agentledger/ledger/internal/projection"
 )
 
 // ErrInvalidPoint is returned for a point in time that names nothing.
@@ -22,8 +22,16 @@ type Point struct {
 	At  time.Time
 }
 
+// Rollup is the ledger's sessions as the stream's events up to Seq make
+// them.
+type Rollup struct {
+	Seq      uint64                   // the last stream sequence applied
+	Sessions []projection.SessionView // sorted by session ID
+	Total    projection.Totals        // their sum
+}
+
 // Ledger recomputes the session rollups from the stream's events up to p.
-func Ledger(ctx context.Context, js jetstream.JetStream, p Point, o Options) (*report.Ledger, error) {
+func Ledger(ctx context.Context, js jetstream.JetStream, p Point, o Options) (*Rollup, error) {
 	if (p.Seq == 0) == p.At.IsZero() {
 		return nil, fmt.Errorf("%w: give exactly one of a sequence (at least 1) or a time", ErrInvalidPoint)
 	}
@@ -49,7 +57,7 @@ func Ledger(ctx context.Context, js jetstream.JetStream, p Point, o Options) (*r
 	if err != nil {
 		return nil, err
 	}
-	l := &report.Ledger{Applied: mem.Seq(), StreamLast: mem.Seq()}
+	l := &Rollup{Seq: mem.Seq()}
 	l.Sessions, l.Total = mem.Sessions()
 	return l, nil
 }

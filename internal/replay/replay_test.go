@@ -58,7 +58,7 @@ func TestLedgerAtPoint(t *testing.T) {
 	for _, p := range []Point{{Seq: cut}, {At: cutTime}} {
 		l, err := Ledger(ctx, js, p, Options{})
 		require.NoError(t, err)
-		require.Equal(t, cut, l.Applied)
+		require.Equal(t, cut, l.Seq)
 		require.Len(t, l.Sessions, 1)
 		require.Equal(t, want, l.Sessions[0].Totals, "at %+v", p)
 	}
