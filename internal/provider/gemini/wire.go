@@ -20,8 +20,10 @@ import (
 // applied to status and raw JSON.
 
 // ClassifyResponse classifies an HTTP error response of the API (status
-// and body) exactly as Classify classifies the genai.APIError the SDK
-// makes of it. The Gemini API sends no hint in its headers.
+// and body) as Classify classifies the genai.APIError the SDK makes of
+// it, except that an error object without a code takes the response's
+// status (the SDK leaves it 0). The Gemini API sends no hint in its
+// headers.
 func ClassifyResponse(status int, body []byte) retry.Classification {
 	// The SDK's Status, for a body it cannot read, is the response's
 	// status line.
@@ -33,6 +35,9 @@ func ClassifyResponse(status int, body []byte) retry.Classification {
 		switch err := json.Unmarshal(body, &r); {
 		case err == nil && r.Error != nil:
 			ae = *r.Error
+			if ae.Code == 0 {
+				ae.Code = status // the SDK leaves it 0; the response's status says more
+			}
 		default:
 			ae.Message = string(body) // as the SDK does; Classify keeps it out of the event
 		}
