@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin
 RUN_DIR ?= data/run
 
-.PHONY: all build run test race vet fmt fmt-check tidy-check fuzz bench gobench clean
+.PHONY: all build run test race vet fmt fmt-check tidy-check fuzz bench gobench clean node-deps
 
 all: build
 
@@ -28,6 +28,13 @@ EXAMPLES := examples/agent examples/embedded-test
 test: vet
 	$(GO) test -race -count=1 ./...
 	for d in $(EXAMPLES); do (cd $$d && $(GO) vet ./... && $(GO) test -race -count=1 ./...) || exit 1; done
+
+# The npm packages of the gateway's Node test (e2e/node: the official
+# clients of OpenAI, Anthropic and Gemini), from its package-lock.json.
+# Without them (or without node) that test skips, except under
+# LEDGER_REQUIRE_NODE=1, as in CI.
+node-deps:
+	cd e2e/node && npm ci --no-audit --no-fund
 
 vet:
 	$(GO) vet ./...
