@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -415,4 +417,81 @@ func TestPassthrough(t *testing.T) {
 	assert.Empty(t, reqs[0].Header.Get(HeaderSessionID))
 	assert.Empty(t, h.events())
 	assert.Equal(t, 1, strings.Count(h.logs.String(), "not accounted"), h.logs.String())
+}
+
+// A stream is not buffered: the client has the first event while the
+// upstream still holds back the rest.
+func TestStreamNotBuffered(t *testing.T) {
+	release := make(chan struct{})
+	step := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		_, _ = io.WriteString(w, evStart+"\n\n")
+		_ = rc.Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, evMsgDelta+"\n\n"+evStop+"\n\n")
+	}
+	up := startScripted(t, step)
+	h := newHarness(t, up.srv.URL, nil)
+	resp := h.post("/v1/messages", anthropicStreamBody, "X-Api-Key", "k")
+	first := make(chan string, 1)
+	rd := bufio.NewReader(resp.Body)
+	go func() {
+		var ev strings.Builder
+		for {
+			line, err := rd.ReadString('\n')
+			ev.WriteString(line)
+			if err != nil || line == "\n" {
+				first <- ev.String()
+				return
+			}
+		}
+	}()
+	select {
+	case ev := <-first:
+		assert.Equal(t, evStart+"\n\n", ev)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first event did not reach the client while the upstream held the rest")
+	}
+	close(release)
+	rest, err := io.ReadAll(rd)
+	require.NoError(t, err)
+	assert.Equal(t, evMsgDelta+"\n\n"+evStop+"\n\n", string(rest))
+}
+
+// A client that goes away mid-stream ends the call: the upstream request
+// is canceled, and the final event (canceled) has what was billed so far.
+func TestClientGoneMidStream(t *testing.T) {
+	upstreamGone := make(chan struct{})
+	step := func(w http.ResponseWriter, r *http.Request) {
+		sse(false, evStart)(w, r)
+		<-r.Context().Done()
+		close(upstreamGone)
+	}
+	up := startScripted(t, step)
+	h := newHarness(t, up.srv.URL, nil)
+	resp := h.post("/v1/messages", anthropicStreamBody, "X-Api-Key", "k")
+	rd := bufio.NewReader(resp.Body)
+	for {
+		line, err := rd.ReadString('\n')
+		require.NoError(t, err)
+		if line == "\n" {
+			break
+		}
+	}
+	resp.Body.Close()
+	select {
+	case <-upstreamGone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream request was not canceled")
+	}
+	require.Eventually(t, func() bool { return h.sink.Len() == 1 }, 30*time.Second, 5*time.Millisecond)
+	ev := h.events()[0]
+	assert.Equal(t, events.KindCanceled, ev.Error.Kind)
+	assert.True(t, ev.Final)
+	assert.Equal(t, int64(120), ev.Usage.InputTokens)
 }
