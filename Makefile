@@ -56,11 +56,13 @@ fuzz:
 
 # The benchmark harness of the performance targets (cmd/bench): publish,
 # raw consume, aggregator catch-up, rebuild, verify (the built aggregator
-# verify command, as it ships), peak RSS, middleware overhead; results
+# verify command, as it ships), peak RSS, middleware overhead, the
+# gateway's overhead against the fake provider called directly (about a
+# minute; BENCH_GATEWAY=only runs just that, =off skips it); results
 # under bench/results/. Quick run: make bench BENCH_SCALE=0.1 (also
 # BENCH_EVENTS, BENCH_WORKLOADS=a,b,c). Go benchmarks: make gobench.
 bench:
-	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) $(GO) run ./cmd/bench
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) $(GO) run ./cmd/bench
 
 clean:
 	rm -rf $(BIN) data

@@ -44,7 +44,7 @@ func (s *syncBuffer) String() string {
 // harness is a gateway in front of one upstream (every provider's origin)
 // with an in-memory sink and a debug log.
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	gw   *Gateway
 	url  string // the gateway's
 	sink *retry.MemorySink
@@ -53,7 +53,7 @@ type harness struct {
 
 // newHarness starts a gateway whose every upstream is origin; mod may
 // change the config.
-func newHarness(t *testing.T, origin string, mod func(*Config)) *harness {
+func newHarness(t testing.TB, origin string, mod func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, sink: retry.NewMemorySink(), logs: &syncBuffer{}}
 	group, err := breaker.NewGroup(breaker.Config{FailureThreshold: 1000})
