@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin
 RUN_DIR ?= data/run
 
-.PHONY: all build run test race vet fmt fmt-check tidy-check fuzz bench gobench clean
+.PHONY: all build run test race vet fmt fmt-check tidy-check fuzz bench gobench clean node-deps
 
 all: build
 
@@ -29,6 +29,13 @@ test: vet
 	$(GO) test -race -count=1 ./...
 	for d in $(EXAMPLES); do (cd $$d && $(GO) vet ./... && $(GO) test -race -count=1 ./...) || exit 1; done
 
+# The npm packages of the gateway's Node test (e2e/node: the official
+# clients of OpenAI, Anthropic and Gemini), from its package-lock.json.
+# Without them (or without node) that test skips, except under
+# LEDGER_REQUIRE_NODE=1, as in CI.
+node-deps:
+	cd e2e/node && npm ci --no-audit --no-fund
+
 vet:
 	$(GO) vet ./...
 
@@ -49,11 +56,13 @@ fuzz:
 
 # The benchmark harness of the performance targets (cmd/bench): publish,
 # raw consume, aggregator catch-up, rebuild, verify (the built aggregator
-# verify command, as it ships), peak RSS, middleware overhead; results
+# verify command, as it ships), peak RSS, middleware overhead, the
+# gateway's overhead against the fake provider called directly (about a
+# minute; BENCH_GATEWAY=only runs just that, =off skips it); results
 # under bench/results/. Quick run: make bench BENCH_SCALE=0.1 (also
 # BENCH_EVENTS, BENCH_WORKLOADS=a,b,c). Go benchmarks: make gobench.
 bench:
-	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) $(GO) run ./cmd/bench
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) $(GO) run ./cmd/bench
 
 clean:
 	rm -rf $(BIN) data

@@ -79,6 +79,15 @@ type Call struct {
 	// Upstream is the key of the call's circuit breaker; empty means
 	// Provider+"/"+Model.
 	Upstream string
+	// FirstAttempt is the attempt number of the call's first attempt: 0
+	// for a new call. A caller that continues a request whose earlier
+	// attempts were published elsewhere passes the first number not yet
+	// used, so that no two events of the request share one (the contract
+	// counts a second event for an attempt number as a duplicate, and a
+	// billed attempt would be lost). The policy's MaxRetries counts from
+	// this call's first attempt; FirstAttempt + MaxRetries must not exceed
+	// 1000.
+	FirstAttempt int
 }
 
 // Attempt is what the call's function learns about the attempt it is

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -18,18 +16,7 @@ import (
 // buildAggregator builds cmd/aggregator into dir, from the module this
 // harness runs in, and returns the binary's path.
 func buildAggregator(ctx context.Context, dir string) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("locating the module: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	bin := filepath.Join(dir, "aggregator")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/aggregator")
-	cmd.Dir = root
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building cmd/aggregator: %w: %s", err, msg)
-	}
-	return bin, nil
+	return buildGo(ctx, dir, "aggregator")
 }
 
 // runVerifyCommand runs `aggregator verify` as it ships (its own memory

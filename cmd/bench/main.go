@@ -63,6 +63,10 @@ type config struct {
 	// Profile, when set, is a directory for CPU profiles of the server
 	// (this process) and of each child, and heap profiles of the children.
 	Profile string `json:"-"`
+	// GatewayOnly runs only the gateway's benchmark; NoGateway skips it
+	// (env BENCH_GATEWAY=only or off).
+	GatewayOnly bool `json:"gateway_only,omitempty"`
+	NoGateway   bool `json:"no_gateway,omitempty"`
 }
 
 func parseFlags(args []string) (config, error) {
@@ -94,6 +98,17 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.Out, "out", "bench/results", "directory of the JSON results")
 	fs.StringVar(&cfg.Aggregator, "aggregator", "", "the built aggregator command, run for verify as it ships (default: build cmd/aggregator)")
 	fs.StringVar(&cfg.Profile, "profile", "", "directory for pprof profiles: the server's CPU during each child, each child's CPU and peak heap")
+	switch v := os.Getenv("BENCH_GATEWAY"); v {
+	case "only":
+		cfg.GatewayOnly = true
+	case "off":
+		cfg.NoGateway = true
+	case "", "on":
+	default:
+		return cfg, fmt.Errorf("BENCH_GATEWAY %q must be on, off or only", v)
+	}
+	fs.BoolVar(&cfg.GatewayOnly, "gateway-only", cfg.GatewayOnly, "run only the gateway's overhead benchmark (env BENCH_GATEWAY=only)")
+	fs.BoolVar(&cfg.NoGateway, "no-gateway", cfg.NoGateway, "skip the gateway's overhead benchmark (env BENCH_GATEWAY=off)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

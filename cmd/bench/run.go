@@ -66,6 +66,7 @@ type results struct {
 	RawMethod  string             `json:"raw_consume_method"`
 	Workloads  []workloadResult   `json:"workloads"`
 	Middleware []middlewareResult `json:"middleware"`
+	Gateway    *gatewayResult     `json:"gateway,omitempty"`
 	Targets    []check            `json:"targets"`
 }
 
@@ -85,6 +86,9 @@ func run(ctx context.Context, cfg config) error {
 		}
 		specs[s.Name] = s
 	}
+	if cfg.GatewayOnly {
+		cfg.Workloads = nil
+	}
 	for _, name := range cfg.Workloads {
 		fmt.Fprintf(os.Stderr, "workload %s: %+v\n", name, specs[name])
 		w, err := runWorkload(ctx, cfg, specs[name])
@@ -93,13 +97,21 @@ func run(ctx context.Context, cfg config) error {
 		}
 		res.Workloads = append(res.Workloads, w)
 	}
-	fmt.Fprintln(os.Stderr, "middleware benchmarks")
-	mw, err := benchMiddleware(ctx)
-	if err != nil {
-		return err
+	if !cfg.GatewayOnly {
+		fmt.Fprintln(os.Stderr, "middleware benchmarks")
+		mw, err := benchMiddleware(ctx)
+		if err != nil {
+			return err
+		}
+		res.Middleware = mw
 	}
-	res.Middleware = mw
-	res.Targets = evaluate(res)
+	if !cfg.NoGateway {
+		if res.Gateway, err = benchGateway(ctx); err != nil {
+			return err
+		}
+	}
+	res.Targets = append(evaluate(res), evaluateGateway(res.Gateway)...)
+	printGateway(os.Stdout, res.Gateway)
 	printTable(os.Stdout, res)
 	return writeResults(cfg.Out, res)
 }

@@ -2,8 +2,14 @@
 //
 //	publisher simulate [flags]      run a simulated fleet against a fake provider
 //	publisher ingest [flags] [FILE|-]  publish JSON-lines events from a file or stdin
+//	publisher fakeprovider [flags]   serve the fake provider over HTTP, for the gateway
 //
-// Both connect to NATS with the nats CLI's flags (--nats-url, --creds,
+// fakeprovider serves the simulator's fake provider on --listen at the
+// providers' own paths, with simulate's fault flags (and --broken-stream),
+// until SIGINT/SIGTERM, and then writes its ground truth to --truth. It
+// needs no NATS.
+//
+// simulate and ingest connect to NATS with the nats CLI's flags (--nats-url, --creds,
 // --nkey, --tls-ca, --tls-cert, --tls-key, --context, or their NATS_*
 // environment variables; default nats://127.0.0.1:4222), check that
 // LEDGER_ATTEMPTS exists (--create-stream creates it when missing, and

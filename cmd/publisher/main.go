@@ -79,12 +79,14 @@ func main() {
 	os.Exit(exitCode(err))
 }
 
-const usage = `usage: publisher <simulate|ingest> [flags]
+const usage = `usage: publisher <simulate|ingest|fakeprovider> [flags]
 
   simulate [flags]          run a simulated fleet, publishing every attempt
   ingest [flags] [FILE|-]   publish JSON-lines events (default: stdin)
+  fakeprovider [flags]      serve the simulator's fake provider over HTTP
+                            (for the gateway); it publishes nothing
 
-Both take the connection flags --nats-url, --creds, --nkey, --tls-ca,
+simulate and ingest take the connection flags --nats-url, --creds, --nkey, --tls-ca,
 --tls-cert, --tls-key and --context (or $NATS_URL, $NATS_CREDS, $NATS_NKEY,
 $NATS_CA, $NATS_CERT, $NATS_KEY, $NATS_CONTEXT; default server
 nats://127.0.0.1:4222), and --log-format text|json. LEDGER_ATTEMPTS must
@@ -105,6 +107,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runSimulate(ctx, args[1:], stdout, stderr)
 	case "ingest":
 		return runIngest(ctx, args[1:], stdin, stdout, stderr)
+	case "fakeprovider":
+		return runFakeProvider(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return nil

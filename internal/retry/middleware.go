@@ -32,6 +32,14 @@ type Call struct {
 	// Upstream is the key of the call's circuit breaker; empty means
 	// Provider+"/"+Model.
 	Upstream string
+	// FirstAttempt is the attempt number of the call's first attempt; the
+	// attempts of this Do are numbered from it. It is 0 for a new call;
+	// a caller that continues a request whose earlier attempts were made
+	// (and published) elsewhere passes the first number not yet used, so
+	// that no two events of the request share an attempt number. The
+	// policy's MaxRetries still counts from this Do's first attempt, so
+	// FirstAttempt + MaxRetries must not exceed events.MaxAttempt.
+	FirstAttempt int
 }
 
 // Attempt is what fn learns about the attempt it is asked to make.
@@ -320,6 +328,9 @@ func (m *Middleware) begin(ctx context.Context, call Call) (*run, error) {
 	if err := checkText("model", call.Model, events.MaxModelLength); err != nil {
 		return nil, err
 	}
+	if err := m.checkFirstAttempt(call.FirstAttempt); err != nil {
+		return nil, err
+	}
 	var tl timeline
 	t0 := tl.begin(m.clock)
 	var eventID0 string
@@ -410,7 +421,7 @@ func (r *run) admit(n int) (Attempt, error) {
 	r.permit, r.permitHeld = p, true
 	var eventID string
 	r.started, eventID = r.begins(n)
-	r.cur = Attempt{Number: n, RequestID: r.call.RequestID, SessionID: r.call.SessionID, EventID: eventID}
+	r.cur = Attempt{Number: r.call.FirstAttempt + n, RequestID: r.call.RequestID, SessionID: r.call.SessionID, EventID: eventID}
 	r.eventDue = true
 	r.attempts++
 	m.attempts.Add(1)
@@ -430,7 +441,7 @@ func (r *run) done(res breaker.Result) {
 func (r *run) reject(n int, c Classification, reason StopReason, cause error) error {
 	r.m.rejections.Add(1)
 	now, eventID := r.begins(n)
-	r.record(n, eventID, now, now, Report{}, &c, true)
+	r.record(r.call.FirstAttempt+n, eventID, now, now, Report{}, &c, true)
 	return &CallError{
 		RequestID:      r.call.RequestID,
 		Attempts:       r.attempts,
@@ -460,7 +471,7 @@ func (r *run) finish(a Attempt, rep Report, err error) (time.Duration, error) {
 	} else {
 		r.done(breaker.Ignore)
 	}
-	wait, reason := m.next(r.ctx, a.Number, c, now)
+	wait, reason := m.next(r.ctx, a.Number-r.call.FirstAttempt, c, now)
 	var cause error
 	if perr != nil {
 		wait, reason, cause = 0, StopPanicked, perr
@@ -495,7 +506,8 @@ func (r *run) abandon(v any) {
 	r.record(r.cur.Number, r.cur.EventID, r.started, r.tl.now(), Report{}, &c, true)
 }
 
-// next decides what follows a failed attempt n classified as c at now: the
+// next decides what follows a failed attempt classified as c at now, the
+// n-th of this Do (0 for its first, whatever Call.FirstAttempt is): the
 // wait before the next attempt, or the reason the call stops ("" when it
 // goes on).
 func (m *Middleware) next(ctx context.Context, n int, c Classification, now time.Time) (time.Duration, StopReason) {

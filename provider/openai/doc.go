@@ -1,7 +1,8 @@
 // Package openai adapts the OpenAI Go SDK (github.com/openai/openai-go/v3)
 // to the ledger's retry middleware: the classification of the SDK's
 // errors (Classifier), the usage of Chat Completions and Responses
-// (UsageOf, ResponseUsageOf), the client options that turn the SDK's own
+// (UsageOf, ResponseUsageOf) and of their streams, broken ones included
+// (StreamUsage, ResponseStreamUsage), the client options that turn the SDK's own
 // retries off (ClientOptions), and the provider's request id (RequestID,
 // from the x-request-id header).
 //

@@ -40,9 +40,49 @@ func ClientOptions() []option.RequestOption { return impl.ClientOptions() }
 
 // UsageOf converts the usage of a chat completion (or of the last chunk
 // of a stream made with stream_options.include_usage) to the ledger's.
-// A chat completion stream reports usage only in its last chunk, so a
-// stream that fails midway has none to report.
+// A chat completion stream reports usage only in its last chunk: follow a
+// stream with StreamUsage, which still reports the output streamed when
+// that chunk never comes.
 func UsageOf(u sdk.CompletionUsage) ledger.Usage { return ledger.Usage(impl.UsageOf(u)) }
+
+// StreamUsage follows the usage of a chat completion stream, so that a
+// stream that breaks before its last chunk still reports what is known of
+// what was billed. When the usage chunk arrived (the request set
+// stream_options.include_usage), Usage is exactly its usage. When it did
+// not, the input is not knowable from the stream, and the output is
+// counted as one token per chunk that carried generated content, as
+// OpenAI streams text (a lower bound when a chunk carries more). Feed it
+// every chunk. The zero value is ready to use; it belongs to the goroutine
+// reading the stream.
+type StreamUsage struct {
+	s impl.StreamUsage
+}
+
+// Observe takes one chunk into account.
+func (s *StreamUsage) Observe(chunk sdk.ChatCompletionChunk) { s.s.Observe(chunk) }
+
+// Usage returns the usage so far (see StreamUsage).
+func (s *StreamUsage) Usage() ledger.Usage { return ledger.Usage(s.s.Usage()) }
+
+// Complete reports whether the usage chunk arrived.
+func (s *StreamUsage) Complete() bool { return s.s.Complete() }
+
+// ResponseStreamUsage follows the usage of a Responses API stream:
+// response.completed (or .incomplete, .failed) carries the usage; before
+// it, as for chat streams, only the output is counted, one token per
+// output delta event. The zero value is ready to use.
+type ResponseStreamUsage struct {
+	s impl.ResponseStreamUsage
+}
+
+// Observe takes one event into account.
+func (s *ResponseStreamUsage) Observe(ev responses.ResponseStreamEventUnion) { s.s.Observe(ev) }
+
+// Usage returns the usage so far (see ResponseStreamUsage).
+func (s *ResponseStreamUsage) Usage() ledger.Usage { return ledger.Usage(s.s.Usage()) }
+
+// Complete reports whether the response's usage arrived.
+func (s *ResponseStreamUsage) Complete() bool { return s.s.Complete() }
 
 // ResponseUsageOf converts the usage of a Responses API response to the
 // ledger's.

@@ -3,7 +3,9 @@
 // classification of the SDK's errors into retry.Classification, the
 // extraction of the wire contract's usage from the SDK's Usage (including
 // the usage of a stream that failed midway), the client options that turn
-// the SDK's own retries off, and the provider's request-id header.
+// the SDK's own retries off, and the provider's request-id header. wire.go
+// applies the same rules to raw HTTP responses and stream events, for the
+// gateway.
 //
 // The retry middleware is the single authoritative retry layer, so every
 // client used under it must be built with ClientOptions: the SDK otherwise

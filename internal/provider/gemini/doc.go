@@ -2,7 +2,8 @@
 // to the ledger: it owns the classification of the SDK's errors into
 // retry.Classification, the extraction of the wire contract's usage from
 // the SDK's usage metadata, and the client and request configuration that
-// turns the SDK's own extra requests off.
+// turns the SDK's own extra requests off. wire.go applies the same rules to
+// raw HTTP responses and stream chunks, for the gateway.
 //
 // The retry middleware is the single authoritative retry layer. genai
 // sends extra requests of its own in two ways (v1.77.0), and both must be

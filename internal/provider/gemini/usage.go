@@ -1,9 +1,6 @@
 package gemini
 
 import (
-	"strings"
-	"unicode/utf8"
-
 	"google.golang.org/genai"
 
 	"github.com/agentledger/ledger/internal/events"
@@ -70,9 +67,5 @@ func RequestID(resp *genai.GenerateContentResponse) string {
 	if resp == nil {
 		return ""
 	}
-	id := strings.TrimSpace(resp.ResponseID)
-	if len(id) > events.MaxProviderReqID || !utf8.ValidString(id) {
-		return ""
-	}
-	return id
+	return responseIDOf(resp.ResponseID)
 }

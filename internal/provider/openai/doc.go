@@ -1,9 +1,12 @@
 // Package openai adapts the OpenAI Go SDK (github.com/openai/openai-go/v3)
 // to the ledger: it owns the classification of the SDK's errors into
 // retry.Classification, the extraction of the wire contract's usage from
-// the SDK's usage types (Chat Completions and Responses), the client
-// options that turn the SDK's own retries off, and the provider's
-// request-id header (x-request-id).
+// the SDK's usage types (Chat Completions and Responses) and from streams
+// (StreamUsage, ResponseStreamUsage: a stream that breaks before its usage
+// still reports the output it streamed), the client options that turn the
+// SDK's own retries off, and the provider's request-id header
+// (x-request-id). wire.go applies the same rules to raw HTTP responses and
+// stream events, for the gateway.
 //
 // The retry middleware is the single authoritative retry layer, so every
 // client used under it must be built with ClientOptions: the SDK otherwise

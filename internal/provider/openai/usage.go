@@ -14,8 +14,9 @@ import (
 // the cache-read subset and cache_write_tokens the cache-creation subset.
 // Reasoning tokens are part of completion_tokens.
 //
-// A chat completion stream reports usage only in its last chunk, so a
-// stream that fails midway has no usage to report.
+// A chat completion stream reports usage only in its last chunk; follow
+// a stream with StreamUsage, which still reports the output streamed when
+// that chunk never comes.
 func UsageOf(u sdk.CompletionUsage) events.Usage {
 	return events.Usage{
 		InputTokens:              u.PromptTokens,

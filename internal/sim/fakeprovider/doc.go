@@ -1,8 +1,11 @@
 // Package fakeprovider owns the simulator's stand-in for the model APIs: an
 // in-process HTTP server on the loopback interface that speaks enough of the
-// Anthropic Messages API, the OpenAI Chat Completions API and the Gemini
-// generateContent API for the real SDK clients, pointed at it by base URL,
-// to work unchanged.
+// Anthropic Messages API, the OpenAI Chat Completions, Responses and
+// Embeddings APIs and the Gemini generateContent API (each streaming where
+// the API does) for the real SDK clients, pointed at it by base URL, to
+// work unchanged. New serves each provider under a prefix; Listen (the
+// `publisher fakeprovider` command) also serves the providers' own paths,
+// so that a gateway can use it as every provider's origin.
 //
 // Every request names its logical call and attempt in the headers
 // HeaderSessionID, HeaderRequestID and HeaderAttempt. From those and a seed
@@ -10,11 +13,16 @@
 // the attempt succeeds or fails with an injected fault: a rate limit with a
 // short retry-after, an overload, a server error, a permanent bad request,
 // or a timeout after the input was billed (a stream that starts, reports the
-// input usage, and stalls until the client gives up).
+// input usage, and stalls until the client gives up), or a broken stream (a
+// stream that streams a few tokens and is cut off).
 //
 // The server keeps the ground truth of what it charged (Truth): per session
 // and in total, the tokens billed over every attempt it served, including
 // the billed failed ones, and the usage of each logical call (its successful
 // attempt), with counts of requests, attempts and outcomes. The ledger's
-// figures are checked against it.
+// figures are checked against it. Of what a failed stream billed, the truth
+// also says how much no client could have learned from the answer
+// (Unobservable: an OpenAI stream's input before its usage chunk, the
+// output an Anthropic stream generated after its last usage report), so
+// that a ledger can be checked to the token against what is knowable.
 package fakeprovider

@@ -24,9 +24,10 @@ type geminiReply struct {
 }
 
 // geminiModels serves POST /gemini/v1beta/models/{model}:generateContent
-// and :streamGenerateContent?alt=sse.
+// and :streamGenerateContent?alt=sse (and the same without the /gemini
+// prefix, see Listen).
 func (s *Server) geminiModels(w http.ResponseWriter, r *http.Request) {
-	rest := strings.TrimPrefix(r.URL.Path, "/gemini/v1beta/models/")
+	rest := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/gemini"), "/v1beta/models/")
 	model, method, ok := strings.Cut(rest, ":")
 	if !ok || model == "" || strings.Contains(model, "/") || (method != "generateContent" && method != "streamGenerateContent") {
 		geminiError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("method %q of model %q is not found", method, model), nil)

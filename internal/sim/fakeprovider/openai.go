@@ -14,6 +14,9 @@ type openaiRequest struct {
 	MaxCompletionTokens int64             `json:"max_completion_tokens"`
 	MaxTokens           int64             `json:"max_tokens"`
 	Stream              bool              `json:"stream"`
+	StreamOptions       struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
 
 // openaiCreated is the fixed creation time of every completion, so that the
@@ -23,6 +26,9 @@ const openaiCreated = 1_700_000_000
 type openaiReply struct {
 	model string
 	limit int64
+	// stream answers with chunks; includeUsage adds the usage chunk at
+	// the end, as stream_options.include_usage asks.
+	stream, includeUsage bool
 }
 
 func (s *Server) openaiChatCompletions(w http.ResponseWriter, r *http.Request) {
@@ -49,8 +55,6 @@ func (s *Server) openaiChatCompletions(w http.ResponseWriter, r *http.Request) {
 		msg = "you must provide a model parameter"
 	case len(req.Messages) == 0:
 		msg = "messages: expected a non-empty array"
-	case req.Stream:
-		msg = "stream: the fake provider does not stream chat completions"
 	}
 	if msg != "" {
 		s.ledger.record(c, OpenAI, req.Model, FaultInvalid, events.Usage{})
@@ -61,7 +65,7 @@ func (s *Server) openaiChatCompletions(w http.ResponseWriter, r *http.Request) {
 	if limit == 0 {
 		limit = req.MaxTokens
 	}
-	s.serve(w, r, c, OpenAI, req.Model, false, limit, openaiReply{model: req.Model, limit: limit})
+	s.serve(w, r, c, OpenAI, req.Model, req.Stream, limit, openaiReply{model: req.Model, limit: limit, stream: req.Stream, includeUsage: req.StreamOptions.IncludeUsage})
 }
 
 func openaiError(w http.ResponseWriter, requestID string, status int, typ, code, msg string) {
@@ -100,6 +104,9 @@ func (o openaiReply) succeed(w http.ResponseWriter, c callID, u events.Usage) er
 	if o.limit > 0 && u.OutputTokens >= o.limit {
 		finish = "length"
 	}
+	if o.stream {
+		return o.succeedStream(w, c, u, finish)
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id":                 providerRequestID("chatcmpl-", c),
 		"object":             "chat.completion",
@@ -112,19 +119,18 @@ func (o openaiReply) succeed(w http.ResponseWriter, c callID, u events.Usage) er
 			"logprobs":      nil,
 			"finish_reason": finish,
 		}},
-		"usage": map[string]any{
-			"prompt_tokens":             u.InputTokens,
-			"completion_tokens":         u.OutputTokens,
-			"total_tokens":              u.InputTokens + u.OutputTokens,
-			"prompt_tokens_details":     map[string]any{"cached_tokens": u.CacheReadInputTokens, "audio_tokens": 0},
-			"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
-		},
+		"usage": openaiUsage(u),
 	})
 	return nil
 }
 
-// startStall is never called: the server does not stream chat completions.
-func (o openaiReply) startStall(http.ResponseWriter, callID, events.Usage) error { return nil }
-
-// streamError is never called: the server does not stream chat completions.
-func (o openaiReply) streamError(http.ResponseWriter) error { return nil }
+// openaiUsage is the usage object of a chat completion.
+func openaiUsage(u events.Usage) map[string]any {
+	return map[string]any{
+		"prompt_tokens":             u.InputTokens,
+		"completion_tokens":         u.OutputTokens,
+		"total_tokens":              u.InputTokens + u.OutputTokens,
+		"prompt_tokens_details":     map[string]any{"cached_tokens": u.CacheReadInputTokens, "audio_tokens": 0},
+		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+	}
+}

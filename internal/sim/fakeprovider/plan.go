@@ -56,13 +56,15 @@ const (
 // Mix is the fault mix: the probability of each fault. BadRequest applies
 // per logical call (a bad request stays bad on every attempt); the others
 // per attempt. Each is in [0, 1], and RateLimit + Overload + ServerError +
-// BilledTimeout must not exceed 1.
+// BilledTimeout + BrokenStream must not exceed 1.
 type Mix struct {
 	RateLimit     float64 `json:"rate_limit"`
 	Overload      float64 `json:"overload"`
 	ServerError   float64 `json:"server_error"`
 	BilledTimeout float64 `json:"billed_timeout"`
 	BadRequest    float64 `json:"bad_request"`
+	// BrokenStream is the probability per attempt of FaultBrokenStream.
+	BrokenStream float64 `json:"broken_stream,omitempty"`
 }
 
 // DefaultMix is a fault mix with every kind of fault in it.
@@ -81,13 +83,14 @@ func (m Mix) Validate() error {
 		{"server_error", m.ServerError},
 		{"billed_timeout", m.BilledTimeout},
 		{"bad_request", m.BadRequest},
+		{"broken_stream", m.BrokenStream},
 	} {
 		if math.IsNaN(f.p) || f.p < 0 || f.p > 1 {
 			return fmt.Errorf("%w: mix.%s is %v; it must be a probability from 0 to 1", ErrInvalidOptions, f.name, f.p)
 		}
 	}
-	if sum := m.RateLimit + m.Overload + m.ServerError + m.BilledTimeout; sum > 1+1e-9 {
-		return fmt.Errorf("%w: mix.rate_limit + overload + server_error + billed_timeout is %v; it must not exceed 1", ErrInvalidOptions, sum)
+	if sum := m.RateLimit + m.Overload + m.ServerError + m.BilledTimeout + m.BrokenStream; sum > 1+1e-9 {
+		return fmt.Errorf("%w: mix.rate_limit + overload + server_error + billed_timeout + broken_stream is %v; it must not exceed 1", ErrInvalidOptions, sum)
 	}
 	return nil
 }
@@ -161,6 +164,8 @@ func (p Plan) Decide(requestID string, attempt int) Decision {
 		return Decision{Fault: FaultServerError}
 	case u < m.RateLimit+m.Overload+m.ServerError+m.BilledTimeout:
 		return Decision{Fault: FaultBilledTimeout}
+	case u < m.RateLimit+m.Overload+m.ServerError+m.BilledTimeout+m.BrokenStream:
+		return Decision{Fault: FaultBrokenStream}
 	}
 	return Decision{Fault: FaultNone}
 }

@@ -24,6 +24,8 @@ func TestMixValidate(t *testing.T) {
 		{"above one", fakeprovider.Mix{BadRequest: 1.5}, "mix.bad_request"},
 		{"NaN", fakeprovider.Mix{ServerError: math.NaN()}, "mix.server_error"},
 		{"sum above one", fakeprovider.Mix{RateLimit: 0.5, BilledTimeout: 0.6}, "must not exceed 1"},
+		{"broken streams above one", fakeprovider.Mix{BrokenStream: 1.2}, "mix.broken_stream"},
+		{"sum with broken streams above one", fakeprovider.Mix{RateLimit: 0.5, BrokenStream: 0.6}, "must not exceed 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

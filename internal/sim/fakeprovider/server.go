@@ -53,8 +53,15 @@ type Server struct {
 	closeOnce sync.Once
 }
 
-// New validates the options and starts a server.
+// New validates the options and starts a server on a random loopback
+// port, serving each provider under its prefix (see BaseURL).
 func New(opts Options) (*Server, error) {
+	return listen("127.0.0.1:0", opts, false)
+}
+
+// listen validates the options and starts a server on addr; root adds the
+// providers' own paths (see Listen).
+func listen(addr string, opts Options, root bool) (*Server, error) {
 	if err := opts.Mix.Validate(); err != nil {
 		return nil, err
 	}
@@ -65,7 +72,7 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("fakeprovider: listen: %w", err)
 	}
@@ -82,6 +89,11 @@ func New(opts Options) (*Server, error) {
 	mux.HandleFunc("POST /anthropic/v1/messages", counted(s.anthropicMessages))
 	mux.HandleFunc("POST /openai/v1/chat/completions", counted(s.openaiChatCompletions))
 	mux.HandleFunc("POST /gemini/v1beta/models/", counted(s.geminiModels))
+	mux.HandleFunc("POST /openai/v1/responses", counted(s.openaiResponses))
+	mux.HandleFunc("POST /openai/v1/embeddings", counted(s.openaiEmbeddings))
+	if root {
+		s.rootRoutes(mux, counted)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "fakeprovider: no such endpoint: "+r.Method+" "+r.URL.Path, http.StatusNotFound)
 	})
@@ -225,6 +237,14 @@ func (s *sse) send(name string, data any) error {
 	return s.rc.Flush()
 }
 
+// sendRaw writes one unnamed event whose data is given as it is.
+func (s *sse) sendRaw(data string) error {
+	if _, err := s.w.Write([]byte("data: " + data + "\n\n")); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
 // reply is the provider-specific part of answering one attempt.
 type reply interface {
 	// fail answers a fault other than a stall.
@@ -256,6 +276,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c callID, provide
 	if s.script == nil && maxOutput > 0 && usage.OutputTokens > maxOutput {
 		usage.OutputTokens = maxOutput
 	}
+	if a, ok := rep.(usageShaper); ok && s.script == nil {
+		usage = a.shape(usage)
+	}
 	switch d.Fault {
 	case FaultNone:
 		s.ledger.record(c, provider, model, FaultNone, usage)
@@ -271,19 +294,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c callID, provide
 		if s.script != nil {
 			billed = usage // as scripted
 		}
-		s.ledger.record(c, provider, model, FaultBilledTimeout, billed)
+		s.recordStream(c, provider, model, FaultBilledTimeout, billed, rep)
 		if rep.startStall(w, c, billed) == nil {
 			s.stall(r)
 		}
 	case FaultBilledError:
-		s.ledger.record(c, provider, model, FaultBilledError, usage)
 		if !stream {
+			// The 500 carries no usage: nothing of it is observable.
+			s.ledger.recordPartly(c, provider, model, FaultBilledError, usage, usage)
 			rep.fail(w, c, Decision{Fault: FaultServerError})
 			return
 		}
+		s.recordStream(c, provider, model, FaultBilledError, usage, rep)
 		if rep.startStall(w, c, usage) == nil {
 			_ = rep.streamError(w)
 		}
+	case FaultBrokenStream:
+		s.breakStream(w, c, provider, model, stream, usage, rep)
 	default:
 		s.ledger.record(c, provider, model, d.Fault, events.Usage{})
 		rep.fail(w, c, d)

@@ -46,6 +46,9 @@ type Tally struct {
 	Billed events.Usage `json:"billed"`
 	// Usage is the successful attempt's tokens of each call.
 	Usage events.Usage `json:"usage"`
+	// Unobservable is the part of Billed that no client could learn from
+	// the answers (see AttemptTruth.Unobservable).
+	Unobservable events.Usage `json:"unobservable,omitzero"`
 }
 
 // Overhead is what the retries cost: Billed - Usage.
@@ -60,6 +63,8 @@ type RequestTruth struct {
 	Billed    events.Usage   `json:"billed"`
 	Usage     events.Usage   `json:"usage"`
 	Attempts  []AttemptTruth `json:"attempts"`
+	// Unobservable sums the attempts' Unobservable.
+	Unobservable events.Usage `json:"unobservable,omitzero"`
 }
 
 // AttemptTruth is what the server did with one attempt.
@@ -67,6 +72,12 @@ type AttemptTruth struct {
 	Attempt int          `json:"attempt"`
 	Outcome Fault        `json:"outcome"`
 	Billed  events.Usage `json:"billed"`
+	// Unobservable is the part of Billed that the answer did not report
+	// and no client could count: the input of an OpenAI stream that ended
+	// before its usage chunk, the output an Anthropic stream generated
+	// after its last usage report. What a client can know is Billed minus
+	// Unobservable.
+	Unobservable events.Usage `json:"unobservable,omitzero"`
 }
 
 // callID is what the ledger headers of a request say.
@@ -90,6 +101,12 @@ func newLedger() *ledger { return &ledger{requests: make(map[string]*RequestTrut
 // charge are written, so that the truth is complete by the time the client
 // can observe anything.
 func (l *ledger) record(c callID, provider, model string, outcome Fault, billed events.Usage) {
+	l.recordPartly(c, provider, model, outcome, billed, events.Usage{})
+}
+
+// recordPartly is record for an attempt whose answer reported only part
+// of what it billed: unobservable is the rest.
+func (l *ledger) recordPartly(c callID, provider, model string, outcome Fault, billed, unobservable events.Usage) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	rt := l.requests[c.RequestID]
@@ -97,8 +114,9 @@ func (l *ledger) record(c callID, provider, model string, outcome Fault, billed 
 		rt = &RequestTruth{SessionID: c.SessionID, Provider: provider, Model: model}
 		l.requests[c.RequestID] = rt
 	}
-	rt.Attempts = append(rt.Attempts, AttemptTruth{Attempt: c.Attempt, Outcome: outcome, Billed: billed})
+	rt.Attempts = append(rt.Attempts, AttemptTruth{Attempt: c.Attempt, Outcome: outcome, Billed: billed, Unobservable: unobservable})
 	rt.Billed = rt.Billed.Add(billed)
+	rt.Unobservable = rt.Unobservable.Add(unobservable)
 	if outcome == FaultNone && !rt.Succeeded {
 		// A call's tokens are the same on every attempt, so a second success
 		// (a client that lost the first answer) adds no usage.
@@ -167,4 +185,5 @@ func (t *Tally) add(rt *RequestTruth) {
 	}
 	t.Billed = t.Billed.Add(rt.Billed)
 	t.Usage = t.Usage.Add(rt.Usage)
+	t.Unobservable = t.Unobservable.Add(rt.Unobservable)
 }

@@ -1,0 +1,506 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/ledger/internal/embedded"
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/sim/fakeprovider"
+	"github.com/agentledger/ledger/internal/topology"
+)
+
+// Targets of the gateway's overhead (issue 11).
+const (
+	targetGatewayP99Overhead = time.Millisecond
+	targetGatewayRPS         = 5000
+)
+
+// Settings of the gateway benchmark: bounded in count and time, loopback
+// only.
+const (
+	gatewayRate        = 1000             // requests/s of the latency phase
+	gatewayLatencyTime = 10 * time.Second // measured, per path
+	gatewayWarmup      = time.Second      // before each measured phase
+	gatewaySatWorkers  = 64               // concurrent clients at saturation
+	gatewaySatTime     = 5 * time.Second  // measured, per path
+	gatewayTTFBRate    = 200              // streams/s of the time-to-first-byte phase
+	gatewayTTFBTime    = 5 * time.Second  // measured, per path
+	gatewayMaxInFlight = 4096             // bound of the open-loop generator
+	gatewayCallTimeout = 30 * time.Second // one request's bound
+	gatewayChatBody    = `{"model":"gpt-4.1-mini","max_completion_tokens":16,"messages":[{"role":"user","content":"Say hi."}]}`
+	gatewayStreamBody  = `{"model":"claude-sonnet-4-5","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"Say hi."}]}`
+)
+
+// latencyStats are the percentiles of a phase, in milliseconds.
+type latencyStats struct {
+	N      int     `json:"n"`
+	Errors int     `json:"errors"`
+	P50Ms  float64 `json:"p50_ms"`
+	P90Ms  float64 `json:"p90_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	P999Ms float64 `json:"p999_ms"`
+	MaxMs  float64 `json:"max_ms"`
+}
+
+// pathPair is one measurement of the direct path and the gateway's.
+type pathPair struct {
+	Direct        latencyStats `json:"direct"`
+	Gateway       latencyStats `json:"gateway"`
+	OverheadP50Ms float64      `json:"overhead_p50_ms"`
+	OverheadP99Ms float64      `json:"overhead_p99_ms"`
+}
+
+// gatewayResult is the gateway's overhead against calling the fake
+// provider directly, on the same machine.
+type gatewayResult struct {
+	Method string `json:"method"`
+	// Latency: small non-streaming calls (OpenAI chat) at Rate requests/s.
+	Latency struct {
+		Rate    int     `json:"rate"`
+		Seconds float64 `json:"seconds"`
+		pathPair
+	} `json:"latency"`
+	// Saturation: Workers clients calling back to back.
+	Saturation struct {
+		Workers    int     `json:"workers"`
+		Seconds    float64 `json:"seconds"`
+		DirectRPS  float64 `json:"direct_rps"`
+		GatewayRPS float64 `json:"gateway_rps"`
+		Errors     int     `json:"errors"`
+	} `json:"saturation"`
+	// TTFB: Anthropic streams at Rate streams/s, time to the first event.
+	TTFB struct {
+		Rate    int     `json:"rate"`
+		Seconds float64 `json:"seconds"`
+		pathPair
+	} `json:"ttfb"`
+	// GatewayCalls and Events: the calls the gateway served and the
+	// events it published for them (one each, with no faults).
+	GatewayCalls uint64 `json:"gateway_calls"`
+	Events       uint64 `json:"events"`
+}
+
+const gatewayMethod = "gateway as it ships (cmd/gateway, a child process, --forward-ledger-headers, publishing to an embedded JetStream server with file storage in this process) " +
+	"in front of the fake provider (in this process, no faults), against the same calls made to the fake provider directly; load from this process over loopback HTTP/1.1 keep-alive; " +
+	"overhead = gateway percentile minus direct percentile"
+
+// benchGateway measures the gateway's overhead.
+func benchGateway(ctx context.Context) (*gatewayResult, error) {
+	dir, err := os.MkdirTemp("", "ledger-bench-gw-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := buildGo(ctx, dir, "gateway")
+	if err != nil {
+		return nil, err
+	}
+	srv, err := embedded.Start(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "js"), NoLog: true})
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Shutdown()
+	js, closeJS, err := connectJS(ctx, srv.URL())
+	if err != nil {
+		return nil, err
+	}
+	defer closeJS()
+	fp, err := fakeprovider.Listen("127.0.0.1:0", fakeprovider.Options{Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer fp.Close()
+	gw, err := startGateway(ctx, bin, srv.URL(), fp.URL())
+	if err != nil {
+		return nil, err
+	}
+	res := &gatewayResult{Method: gatewayMethod}
+	runErr := measureGateway(ctx, res, fp.URL(), gw.url)
+	if err := gw.stop(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		return nil, runErr
+	}
+	return res, checkEvents(ctx, js, res)
+}
+
+// measureGateway runs the three phases, direct and through the gateway.
+func measureGateway(ctx context.Context, res *gatewayResult, direct, gw string) error {
+	lg := newLoadGen()
+	defer lg.close()
+	res.Latency.Rate, res.Latency.Seconds = gatewayRate, gatewayLatencyTime.Seconds()
+	fmt.Fprintf(os.Stderr, "gateway: latency at %d req/s, %s per path\n", gatewayRate, gatewayLatencyTime)
+	var err error
+	if res.Latency.Direct, err = lg.openLoop(ctx, lg.chat(direct, true), gatewayRate, gatewayLatencyTime); err != nil {
+		return err
+	}
+	if res.Latency.Gateway, err = lg.openLoop(ctx, lg.chat(gw, false), gatewayRate, gatewayLatencyTime); err != nil {
+		return err
+	}
+	res.Latency.pathPair.overhead()
+
+	res.Saturation.Workers, res.Saturation.Seconds = gatewaySatWorkers, gatewaySatTime.Seconds()
+	fmt.Fprintf(os.Stderr, "gateway: saturation with %d clients, %s per path\n", gatewaySatWorkers, gatewaySatTime)
+	var errs int
+	if res.Saturation.DirectRPS, errs = lg.closedLoop(ctx, lg.chat(direct, true), gatewaySatWorkers, gatewaySatTime); errs > 0 {
+		res.Saturation.Errors += errs
+	}
+	res.Saturation.GatewayRPS, errs = lg.closedLoop(ctx, lg.chat(gw, false), gatewaySatWorkers, gatewaySatTime)
+	res.Saturation.Errors += errs
+
+	res.TTFB.Rate, res.TTFB.Seconds = gatewayTTFBRate, gatewayTTFBTime.Seconds()
+	fmt.Fprintf(os.Stderr, "gateway: time to first byte of streams at %d/s, %s per path\n", gatewayTTFBRate, gatewayTTFBTime)
+	if res.TTFB.Direct, err = lg.openLoop(ctx, lg.stream(direct, true), gatewayTTFBRate, gatewayTTFBTime); err != nil {
+		return err
+	}
+	if res.TTFB.Gateway, err = lg.openLoop(ctx, lg.stream(gw, false), gatewayTTFBRate, gatewayTTFBTime); err != nil {
+		return err
+	}
+	res.TTFB.pathPair.overhead()
+	res.GatewayCalls = lg.gatewayCalls.Load()
+	if n := res.Latency.Direct.Errors + res.Latency.Gateway.Errors + res.Saturation.Errors + res.TTFB.Direct.Errors + res.TTFB.Gateway.Errors; n > 0 {
+		return fmt.Errorf("gateway benchmark: %d calls failed (the fake provider injects no faults): %s", n, lg.firstError())
+	}
+	return nil
+}
+
+func (p *pathPair) overhead() {
+	p.OverheadP50Ms = p.Gateway.P50Ms - p.Direct.P50Ms
+	p.OverheadP99Ms = p.Gateway.P99Ms - p.Direct.P99Ms
+}
+
+// checkEvents checks that the gateway published one event per call it
+// served: the figures are of a gateway that did all of its work.
+func checkEvents(ctx context.Context, js jetstream.JetStream, res *gatewayResult) error {
+	s, err := js.Stream(ctx, events.AttemptsStream)
+	if err != nil {
+		return err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return err
+	}
+	res.Events = info.State.Msgs
+	if res.Events != res.GatewayCalls {
+		return fmt.Errorf("gateway benchmark: %d calls through the gateway but %d events in %s", res.GatewayCalls, res.Events, events.AttemptsStream)
+	}
+	return nil
+}
+
+func connectJS(ctx context.Context, url string) (jetstream.JetStream, func(), error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err == nil {
+		_, err = topology.EnsureAttempts(ctx, js, topology.Config{})
+	}
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return js, nc.Close, nil
+}
+
+// gatewayChild is the gateway command running as a child process.
+type gatewayChild struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *bytes.Buffer
+}
+
+// startGateway starts the built gateway in front of the fake provider and
+// waits until it listens.
+func startGateway(ctx context.Context, bin, natsURL, upstream string) (*gatewayChild, error) {
+	cmd := exec.CommandContext(ctx, bin, "run", "--nats-url", natsURL, "--listen", "127.0.0.1:0", "--forward-ledger-headers", "--log-level", "warn",
+		"--anthropic-url", upstream, "--openai-url", upstream, "--gemini-url", upstream)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	g := &gatewayChild{cmd: cmd, stderr: &bytes.Buffer{}}
+	cmd.Stderr = g.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the gateway: %w", err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	_, url, ok := strings.Cut(strings.TrimSpace(line), "listening on ")
+	if err != nil || !ok {
+		_ = g.stop()
+		return nil, fmt.Errorf("the gateway did not start: %q: %v: %s", line, err, g.stderr)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	g.url = url
+	return g, nil
+}
+
+// stop stops the gateway as SIGTERM does, which drains its events.
+func (g *gatewayChild) stop() error {
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	if err := g.cmd.Wait(); err != nil {
+		return fmt.Errorf("the gateway exited with %w: %s", err, g.stderr)
+	}
+	return nil
+}
+
+// buildGo builds ./cmd/name of the module this harness runs in into dir.
+func buildGo(ctx context.Context, dir, name string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("locating the module: %w", err)
+	}
+	bin := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name)
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building cmd/%s: %w: %s", name, err, msg)
+	}
+	return bin, nil
+}
+
+// loadGen makes the benchmark's calls over one keep-alive transport.
+type loadGen struct {
+	client       *http.Client
+	seq          atomic.Uint64 // request IDs of the direct calls
+	gatewayCalls atomic.Uint64
+	mu           sync.Mutex
+	first        error
+}
+
+func newLoadGen() *loadGen {
+	tr := &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute, DisableCompression: true}
+	return &loadGen{client: &http.Client{Transport: tr, Timeout: gatewayCallTimeout}}
+}
+
+func (lg *loadGen) close() { lg.client.CloseIdleConnections() }
+
+// call is one request; it returns the time that counts (to the whole
+// answer, or to a stream's first event).
+type call func(ctx context.Context) (time.Duration, error)
+
+// chat is a small OpenAI chat completion, read whole. Direct calls carry
+// the ledger headers the fake provider needs; the gateway adds them.
+func (lg *loadGen) chat(base string, direct bool) call {
+	return func(ctx context.Context) (time.Duration, error) {
+		start := time.Now()
+		resp, err := lg.do(ctx, base+"/v1/chat/completions", gatewayChatBody, "Authorization", "Bearer bench-key", direct)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return 0, err
+		}
+		return time.Since(start), nil
+	}
+}
+
+// stream is an Anthropic message stream, timed to its first event and
+// then read whole.
+func (lg *loadGen) stream(base string, direct bool) call {
+	return func(ctx context.Context) (time.Duration, error) {
+		start := time.Now()
+		resp, err := lg.do(ctx, base+"/v1/messages", gatewayStreamBody, "X-Api-Key", "bench-key", direct)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		rd := bufio.NewReader(resp.Body)
+		if _, err := rd.ReadString('\n'); err != nil {
+			return 0, fmt.Errorf("the stream's first event: %w", err)
+		}
+		ttfb := time.Since(start)
+		if _, err := io.Copy(io.Discard, rd); err != nil {
+			return 0, err
+		}
+		return ttfb, nil
+	}
+}
+
+func (lg *loadGen) do(ctx context.Context, url, body, keyHeader, key string, direct bool) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(keyHeader, key)
+	req.Header.Set(fakeprovider.HeaderSessionID, "bench")
+	if direct {
+		req.Header.Set(fakeprovider.HeaderRequestID, "direct-"+strconv.FormatUint(lg.seq.Add(1), 10))
+		req.Header.Set(fakeprovider.HeaderAttempt, "0")
+	} else {
+		lg.gatewayCalls.Add(1)
+	}
+	resp, err := lg.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: %s: %s", url, resp.Status, b)
+	}
+	return resp, nil
+}
+
+func (lg *loadGen) fail(err error) {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if lg.first == nil {
+		lg.first = err
+	}
+}
+
+func (lg *loadGen) firstError() error {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	return lg.first
+}
+
+// openLoop starts calls at rate per second for the warm-up and then for d,
+// whatever the answers' pace (an open loop: a slow answer does not delay
+// the next call), and returns the percentiles of the measured ones.
+func (lg *loadGen) openLoop(ctx context.Context, c call, rate int, d time.Duration) (latencyStats, error) {
+	warm := int(gatewayWarmup.Seconds() * float64(rate))
+	n := warm + int(d.Seconds()*float64(rate))
+	interval := time.Second / time.Duration(rate)
+	lat := make([]time.Duration, n)
+	failed := make([]bool, n)
+	sem := make(chan struct{}, gatewayMaxInFlight)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			time.Sleep(wait)
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return latencyStats{}, ctx.Err()
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			var err error
+			if lat[i], err = c(ctx); err != nil {
+				failed[i] = true
+				lg.fail(err)
+			}
+		})
+	}
+	wg.Wait()
+	return percentiles(lat[warm:], failed[warm:]), nil
+}
+
+// closedLoop runs workers clients, each calling back to back, for the
+// warm-up and then d, and returns the calls per second of d.
+func (lg *loadGen) closedLoop(ctx context.Context, c call, workers int, d time.Duration) (rps float64, errs int) {
+	var done, failed atomic.Int64
+	var measuring atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := c(ctx)
+				if !measuring.Load() {
+					continue
+				}
+				if err != nil {
+					failed.Add(1)
+					lg.fail(err)
+					continue
+				}
+				done.Add(1)
+			}
+		})
+	}
+	time.Sleep(gatewayWarmup)
+	measuring.Store(true)
+	start := time.Now()
+	time.Sleep(d)
+	n := done.Load()
+	elapsed := time.Since(start)
+	close(stop)
+	wg.Wait()
+	return float64(n) / elapsed.Seconds(), int(failed.Load())
+}
+
+// percentiles of the calls that did not fail.
+func percentiles(lat []time.Duration, failed []bool) latencyStats {
+	ok := make([]time.Duration, 0, len(lat))
+	s := latencyStats{}
+	for i, d := range lat {
+		if failed[i] {
+			s.Errors++
+			continue
+		}
+		ok = append(ok, d)
+	}
+	slices.Sort(ok)
+	s.N = len(ok)
+	if s.N == 0 {
+		return s
+	}
+	at := func(q float64) float64 {
+		i := min(int(q*float64(s.N)), s.N-1)
+		return float64(ok[i]) / float64(time.Millisecond)
+	}
+	s.P50Ms, s.P90Ms, s.P99Ms, s.P999Ms = at(0.50), at(0.90), at(0.99), at(0.999)
+	s.MaxMs = float64(ok[s.N-1]) / float64(time.Millisecond)
+	return s
+}
+
+// evaluateGateway checks the gateway's targets.
+func evaluateGateway(g *gatewayResult) []check {
+	if g == nil {
+		return nil
+	}
+	p99 := g.Latency.OverheadP99Ms
+	return []check{
+		{fmt.Sprintf("gateway: p99 overhead at %d req/s < %s", gatewayRate, targetGatewayP99Overhead), fmt.Sprintf("%.3f ms", p99), p99 < float64(targetGatewayP99Overhead)/float64(time.Millisecond)},
+		{fmt.Sprintf("gateway: >= %d req/s at saturation", targetGatewayRPS), fmt.Sprintf("%.0f", g.Saturation.GatewayRPS), g.Saturation.GatewayRPS >= targetGatewayRPS},
+	}
+}
+
+// printGateway prints the gateway's figures.
+func printGateway(out io.Writer, g *gatewayResult) {
+	if g == nil {
+		return
+	}
+	fmt.Fprintf(out, "gateway (%s)\n", g.Method)
+	row := func(name string, p pathPair) {
+		fmt.Fprintf(out, "  %s: direct p50 %.3f p99 %.3f ms; gateway p50 %.3f p99 %.3f ms; overhead p50 %+.3f p99 %+.3f ms (n=%d, %d)\n", name,
+			p.Direct.P50Ms, p.Direct.P99Ms, p.Gateway.P50Ms, p.Gateway.P99Ms, p.OverheadP50Ms, p.OverheadP99Ms, p.Direct.N, p.Gateway.N)
+	}
+	row(fmt.Sprintf("small calls at %d req/s", g.Latency.Rate), g.Latency.pathPair)
+	fmt.Fprintf(out, "  saturation (%d clients): direct %.0f req/s, gateway %.0f req/s\n", g.Saturation.Workers, g.Saturation.DirectRPS, g.Saturation.GatewayRPS)
+	row(fmt.Sprintf("stream time to first byte at %d/s", g.TTFB.Rate), g.TTFB.pathPair)
+	fmt.Fprintf(out, "  %d calls through the gateway, %d events published\n\n", g.GatewayCalls, g.Events)
+}

@@ -1,0 +1,30 @@
+// Command gateway is the ledger's HTTP gateway: agents in any language
+// point their provider SDK's base URL at it and every model call they make
+// is retried, broken and accounted by the ledger, one attempt event per
+// attempt, streams to the token.
+//
+//	gateway [run] [flags]
+//
+// It listens on --listen (default 127.0.0.1:8088) and forwards each
+// provider's routes to --anthropic-url, --openai-url and --gemini-url
+// (origins; the providers' public endpoints by default), running every
+// call through the retry middleware (--max-retries, --retry-base-delay,
+// --retry-max-delay, --hint-cap) and a circuit breaker per provider and
+// model (--breaker-threshold, --breaker-cooldown). See package
+// internal/gateway for what it accounts and how.
+//
+// It connects to NATS with the nats CLI's flags (--nats-url, --creds,
+// --nkey, --tls-ca, --tls-cert, --tls-key, --context, or their NATS_*
+// environment variables; default nats://127.0.0.1:4222), publishes the
+// attempt events on LEDGER_ATTEMPTS (which must exist, unless
+// --create-stream), and keeps the attempt numbers of the requests clients
+// name in the KV bucket ledger_gateway_attempts (created when missing,
+// entries expiring --attempt-numbers-ttl after their last use), shared by
+// every replica.
+//
+// SIGINT and SIGTERM stop it: it stops accepting requests, lets those in
+// flight finish within --shutdown-timeout (then cuts them), and flushes
+// the events within --drain-timeout. Exit status: 0 when stopped so; 1
+// when some event could not be delivered; 2 for a usage or runtime error
+// (bad flags, NATS unreachable, no stream, the address in use).
+package main

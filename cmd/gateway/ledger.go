@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/ledger/internal/connect"
+	"github.com/agentledger/ledger/internal/emit"
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/topology"
+)
+
+// ledgerConn is the gateway's link to the ledger: the NATS connection,
+// the publisher of the attempt events and the bucket of attempt numbers.
+type ledgerConn struct {
+	conn     *connect.Conn
+	pub      *emit.Publisher
+	attempts jetstream.KeyValue
+	drain    time.Duration
+}
+
+// openLedger connects, checks (or, asked to, creates) LEDGER_ATTEMPTS,
+// ensures the gateway's bucket and starts the publisher.
+func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn, error) {
+	o := f.conn
+	o.Name, o.Logger = "ledger-gateway", logger
+	conn, err := connect.Open(o)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	fail := func(err error) (*ledgerConn, error) {
+		conn.Close()
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := checkStream(sctx, conn.JS, f, logger); err != nil {
+		return fail(err)
+	}
+	kv, err := topology.EnsureGatewayAttempts(sctx, conn.JS, f.topo, f.attemptsTTL)
+	if err != nil {
+		return fail(err)
+	}
+	opts := []emit.Option{emit.WithErrorHandler(func(err error) { logger.Warn("publish failed; retrying", slog.Any("error", err)) })}
+	if f.create {
+		opts = append(opts, emit.WithEnsureStream(f.topo))
+	}
+	pub, err := emit.New(conn.JS, opts...)
+	if err != nil {
+		return fail(err)
+	}
+	return &ledgerConn{conn: conn, pub: pub, attempts: kv, drain: f.drainTimeout}, nil
+}
+
+// checkStream checks that LEDGER_ATTEMPTS exists; with --create-stream it
+// creates it when missing and warns when the existing one differs.
+func checkStream(ctx context.Context, js jetstream.JetStream, f *flags, logger *slog.Logger) error {
+	if !f.create {
+		_, err := js.Stream(ctx, events.AttemptsStream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("stream %s does not exist: start the aggregator first, or pass --create-stream", events.AttemptsStream)
+		}
+		return err
+	}
+	diffs, err := topology.Check(ctx, js, f.topo)
+	if err != nil {
+		return err
+	}
+	for _, d := range diffs {
+		logger.Warn(d.String(), "resource", d.Resource, "setting", d.Setting, "want", d.Want, "have", d.Have, "fix", d.Fix)
+	}
+	_, err = topology.EnsureAttempts(ctx, js, f.topo)
+	return err
+}
+
+// close flushes the events (within the drain timeout, even when ctx is
+// done) and closes the connection.
+func (l *ledgerConn) close(ctx context.Context, logger *slog.Logger) (emit.Stats, error) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.drain)
+	defer cancel()
+	st, err := l.pub.Close(dctx)
+	if err != nil {
+		logger.Error("gateway: events undelivered", "undelivered", st.Undelivered, "error", err)
+	}
+	l.conn.Close()
+	return st, err
+}

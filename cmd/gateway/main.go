@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentledger/ledger/internal/breaker"
+	"github.com/agentledger/ledger/internal/connect"
+	"github.com/agentledger/ledger/internal/gateway"
+	"github.com/agentledger/ledger/internal/logflag"
+	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/topology"
+)
+
+// Exit codes, the same as the other commands'.
+const (
+	exitOK     = 0
+	exitFailed = 1 // events undelivered
+	exitUsage  = 2 // bad flags, NATS unreachable, runtime error
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// exitError carries an exit status and its message.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+const usage = `usage: gateway [run] [flags]
+
+Serves the providers' own APIs on --listen and runs every model call
+through the ledger's retry middleware, publishing one event per attempt.
+Point an SDK's base URL at it: Anthropic http://ADDR, OpenAI
+http://ADDR/v1, Gemini http://ADDR. Set the SDK's own retries to 0.
+
+Run "gateway run -h" for the flags.`
+
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "run":
+			args = args[1:]
+		case "help", "-h", "-help", "--help":
+			fmt.Fprintln(stdout, usage)
+			return exitOK
+		default:
+			if args[0] != "" && args[0][0] != '-' {
+				fmt.Fprintf(stderr, "gateway: unknown command %q\n%s\n", args[0], usage)
+				return exitUsage
+			}
+		}
+	}
+	err := run(ctx, args, stdout, stderr)
+	var ee *exitError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ee):
+		if ee.err.Error() != "" {
+			fmt.Fprintln(stderr, "gateway:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "gateway:", err)
+	return exitUsage
+}
+
+// flags are the command's flags.
+type flags struct {
+	conn                          connect.Options
+	logs                          logflag.Flags
+	listen                        string
+	upstreams                     map[string]*string
+	defaultSession                string
+	forward                       bool
+	policy                        retry.Policy
+	breakerThreshold              int
+	breakerCooldown               time.Duration
+	attemptTimeout, idleTimeout   time.Duration
+	maxRequest, maxResponse       int64
+	attemptsTTL                   time.Duration
+	create                        bool
+	topo                          topology.Config
+	drainTimeout, shutdownTimeout time.Duration
+}
+
+func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+	f := &flags{upstreams: map[string]*string{}, policy: retry.DefaultPolicy()}
+	fs := flag.NewFlagSet("gateway run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, usage+"\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	connect.RegisterFlags(fs, &f.conn)
+	f.logs.Register(fs, "info")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8088", "address to serve on")
+	for _, p := range []string{gateway.Anthropic, gateway.OpenAI, gateway.Gemini} {
+		f.upstreams[p] = fs.String(p+"-url", gateway.DefaultUpstreams[p], "origin of the "+p+" upstream (scheme, host, port); the request path is kept")
+	}
+	fs.StringVar(&f.defaultSession, "default-session", gateway.DefaultSession, "session of a request without "+gateway.HeaderSessionID)
+	fs.BoolVar(&f.forward, "forward-ledger-headers", false, "send "+gateway.HeaderSessionID+", "+gateway.HeaderRequestID+" and "+gateway.HeaderAttempt+" upstream (for the fake provider; real providers should never see them)")
+	fs.IntVar(&f.policy.MaxRetries, "max-retries", f.policy.MaxRetries, "retries after a call's first attempt")
+	fs.DurationVar(&f.policy.BaseDelay, "retry-base-delay", f.policy.BaseDelay, "wait before the first retry, doubling, with ±20% jitter")
+	fs.DurationVar(&f.policy.MaxDelay, "retry-max-delay", f.policy.MaxDelay, "longest wait between attempts")
+	fs.DurationVar(&f.policy.HintCap, "hint-cap", f.policy.HintCap, "longest Retry-After honoured; a longer one ends the call with the provider's answer")
+	fs.IntVar(&f.breakerThreshold, "breaker-threshold", breaker.DefaultFailureThreshold, "consecutive retryable failures of a provider and model that open its circuit")
+	fs.DurationVar(&f.breakerCooldown, "breaker-cooldown", breaker.DefaultCooldown, "how long an open circuit refuses calls before it admits a probe")
+	fs.DurationVar(&f.attemptTimeout, "attempt-timeout", gateway.DefaultAttemptTimeout, "longest wait for an attempt's answer (a stream's first event)")
+	fs.DurationVar(&f.idleTimeout, "stream-idle-timeout", gateway.DefaultStreamIdleTimeout, "longest silence between two events of a stream")
+	fs.Int64Var(&f.maxRequest, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest request body taken (413 beyond)")
+	fs.Int64Var(&f.maxResponse, "max-response-bytes", gateway.DefaultMaxResponseBytes, "largest answer that is not streamed, and largest event of a stream")
+	fs.DurationVar(&f.attemptsTTL, "attempt-numbers-ttl", topology.DefaultGatewayAttemptsTTL, "how long the attempt numbers of a named request are kept after its last call, when the gateway creates ledger_gateway_attempts")
+	fs.BoolVar(&f.create, "create-stream", false, "create LEDGER_ATTEMPTS when it is missing (normally the aggregator does)")
+	fs.IntVar(&f.topo.Replicas, "replicas", 0, "replicas of what the gateway creates (the stream with --create-stream, its bucket), 1 to 5 (0: 1)")
+	fs.DurationVar(&f.topo.DuplicateWindow, "duplicate-window", 0, "with --create-stream: the stream's duplicate window (0: 2m)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait at the end for the stream to acknowledge the events")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long calls in flight may finish after SIGINT/SIGTERM before they are cut")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, &exitError{code: exitUsage, err: errors.New("")} // the flag package said why
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErr("run takes no arguments, got %q", fs.Args())
+	}
+	return f, f.validate()
+}
+
+// validate checks what the gateway's packages would refuse later, naming
+// the flag.
+func (f *flags) validate() error {
+	f.conn.FromEnv(os.Getenv)
+	if f.conn.URL == "" && f.conn.Context == "" {
+		f.conn.URL = nats.DefaultURL
+	}
+	if _, err := f.logs.New(io.Discard); err != nil {
+		return usageErr("%v", err)
+	}
+	for p, u := range f.upstreams {
+		if _, err := gateway.ParseOrigin(*u); err != nil {
+			return usageErr("--%s-url: %v", p, err)
+		}
+	}
+	if err := f.policy.Validate(); err != nil {
+		return usageErr("--max-retries / --retry-base-delay / --retry-max-delay / --hint-cap: %v", err)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--attempt-timeout", f.attemptTimeout}, {"--stream-idle-timeout", f.idleTimeout}, {"--breaker-cooldown", f.breakerCooldown}, {"--drain-timeout", f.drainTimeout}, {"--shutdown-timeout", f.shutdownTimeout}} {
+		if d.v <= 0 {
+			return usageErr("%s: %s must be positive", d.name, d.v)
+		}
+	}
+	switch {
+	case f.breakerThreshold < 1:
+		return usageErr("--breaker-threshold: %d must be at least 1", f.breakerThreshold)
+	case f.maxRequest < 1:
+		return usageErr("--max-request-bytes: %d must be positive", f.maxRequest)
+	case f.maxResponse < 1:
+		return usageErr("--max-response-bytes: %d must be positive", f.maxResponse)
+	case f.attemptsTTL < 0:
+		return usageErr("--attempt-numbers-ttl: %s must not be negative (0 keeps them forever)", f.attemptsTTL)
+	}
+	if _, err := topology.AttemptsStreamConfig(f.topo); err != nil {
+		return usageErr("--replicas / --duplicate-window: %v", err)
+	}
+	return nil
+}
+
+// run serves until ctx ends.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	logger, _ := f.logs.New(stderr)
+	ledger, err := openLedger(ctx, f, logger)
+	if err != nil {
+		return err
+	}
+	gw, err := newGateway(f, ledger, logger)
+	if err != nil {
+		ledger.close(ctx, logger)
+		return &exitError{code: exitUsage, err: err}
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		ledger.close(ctx, logger)
+		return usageErr("--listen: %v", err)
+	}
+	fmt.Fprintf(stdout, "gateway listening on http://%s\n", ln.Addr())
+	logger.Info("gateway: listening", "addr", ln.Addr().String(), "anthropic", *f.upstreams[gateway.Anthropic],
+		"openai", *f.upstreams[gateway.OpenAI], "gemini", *f.upstreams[gateway.Gemini], "forward_ledger_headers", f.forward)
+	serveErr := serve(ctx, ln, gw, f.shutdownTimeout, logger)
+	st, closeErr := ledger.close(ctx, logger)
+	logger.Info("gateway: stopped", "calls", gw.Middleware().Stats().Calls, "attempts", gw.Middleware().Stats().Attempts,
+		"events_acked", st.Acked, "events_undelivered", st.Undelivered)
+	switch {
+	case serveErr != nil:
+		return &exitError{code: exitUsage, err: serveErr}
+	case closeErr != nil || st.Undelivered > 0:
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d event(s) undelivered: %v", st.Undelivered, closeErr)}
+	}
+	return nil
+}
+
+// newGateway builds the gateway on the ledger's publisher and bucket. The
+// middleware's breakers are a group of this process; a fleet-wide group
+// (shared over NATS) is what Retry.Breakers takes when there is one.
+func newGateway(f *flags, l *ledgerConn, logger *slog.Logger) (*gateway.Gateway, error) {
+	group, err := breaker.NewGroup(breaker.Config{FailureThreshold: f.breakerThreshold, Cooldown: f.breakerCooldown})
+	if err != nil {
+		return nil, err
+	}
+	ups := make(map[string]string, len(f.upstreams))
+	for p, u := range f.upstreams {
+		ups[p] = *u
+	}
+	return gateway.New(gateway.Config{
+		Upstreams:            ups,
+		Retry:                retry.Options{Policy: f.policy, Sink: l.pub, Breakers: group, Logger: logger},
+		Attempts:             gateway.NewKVAttempts(l.attempts),
+		DefaultSession:       f.defaultSession,
+		ForwardLedgerHeaders: f.forward,
+		AttemptTimeout:       f.attemptTimeout,
+		StreamIdleTimeout:    f.idleTimeout,
+		MaxRequestBytes:      f.maxRequest,
+		MaxResponseBytes:     f.maxResponse,
+		Logger:               logger,
+	})
+}
+
+// serve runs the HTTP server until ctx ends, then shuts it down: no new
+// requests, those in flight given timeout to finish, then cut.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, timeout time.Duration, logger *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { errc <- srv.Serve(ln) })
+	defer wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("gateway: stopping; calls in flight may finish", "timeout", timeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("gateway: calls still in flight were cut", "error", err)
+		_ = srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

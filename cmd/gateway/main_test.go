@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/natstest"
+	"github.com/agentledger/ledger/internal/sim/fakeprovider"
+	"github.com/agentledger/ledger/internal/topology"
+)
+
+// syncBuffer collects output written concurrently, and hands over the
+// address the command prints when it listens.
+type syncBuffer struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	addr chan string
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf.Write(p)
+	if s.addr != nil {
+		if _, rest, ok := strings.Cut(s.buf.String(), "listening on "); ok {
+			if line, _, ok := strings.Cut(rest, "\n"); ok {
+				s.addr <- line
+				s.addr = nil
+			}
+		}
+	}
+	return len(p), nil
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+func TestFlagsRefused(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--openai-url", "https://api.openai.com/v1"}, "--openai-url"},
+		{[]string{"--gemini-url", "ftp://x"}, "--gemini-url"},
+		{[]string{"--max-retries", "-1"}, "--max-retries"},
+		{[]string{"--attempt-timeout", "0s"}, "--attempt-timeout"},
+		{[]string{"--breaker-threshold", "0"}, "--breaker-threshold"},
+		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--replicas", "9"}, "--replicas"},
+		{[]string{"extra"}, "unknown command"},
+		{[]string{"run", "extra"}, "no arguments"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		code := cli(context.Background(), tt.args, &out, &errb)
+		assert.Equal(t, exitUsage, code, "%v", tt.args)
+		assert.Contains(t, errb.String(), tt.want, "%v", tt.args)
+	}
+	var out bytes.Buffer
+	assert.Equal(t, exitOK, cli(context.Background(), []string{"-h"}, &out, io.Discard))
+	assert.Contains(t, out.String(), "usage: gateway")
+}
+
+func TestNoStreamIsAUsageError(t *testing.T) {
+	srv, _, _ := natstest.StartJS(t)
+	var out, errb bytes.Buffer
+	code := cli(context.Background(), []string{"run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0"}, &out, &errb)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errb.String(), "LEDGER_ATTEMPTS does not exist")
+}
+
+// leakKey is a credential recognisable wherever it leaks.
+const leakKey = "sk-LEAKCHECK-cmd-4b06e1d2a9"
+
+// The command as it ships: it serves, publishes every attempt, stops
+// cleanly on its context (SIGINT/SIGTERM), and never writes a client's
+// credential into its logs (at debug level) or the events.
+func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
+	srv, _, js := natstest.StartJS(t)
+	fp, err := fakeprovider.Listen("127.0.0.1:0", fakeprovider.Options{Seed: 3, Mix: fakeprovider.Mix{RateLimit: 0.3}})
+	require.NoError(t, err)
+	t.Cleanup(fp.Close)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{addr: make(chan string, 1)}
+	errb := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cli(ctx, []string{"run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0", "--create-stream",
+			"--anthropic-url", fp.URL(), "--openai-url", fp.URL(), "--gemini-url", "http://127.0.0.1:1",
+			"--forward-ledger-headers", "--retry-base-delay", "1ms", "--log-level", "debug", "--log-format", "json"}, out, errb)
+	}()
+	var addr string
+	select {
+	case addr = <-out.addr:
+	case code := <-done:
+		t.Fatalf("the gateway ended with %d: %s", code, errb.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gateway did not start")
+	}
+
+	post := func(path, body string, kv ...string) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, addr+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("X-Ledger-Session-Id", "sess-cmd")
+		for i := 0; i+1 < len(kv); i += 2 {
+			req.Header.Set(kv[i], kv[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for i := range 6 {
+		resp := post("/v1/messages", `{"model":"claude-x","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "X-Api-Key", leakKey)
+		assert.Equal(t, 200, resp.StatusCode, "call %d", i)
+		assert.NotEmpty(t, resp.Header.Get("X-Ledger-Request-Id"))
+	}
+	post("/v1/chat/completions", `{"model":"gpt-x","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer "+leakKey)
+	resp := post("/v1beta/models/gemini-x:generateContent?key="+leakKey, `{"contents":[{"parts":[{"text":"hi"}]}]}`)
+	assert.Equal(t, 502, resp.StatusCode, "the Gemini upstream is unreachable")
+	post("/v1/models", ``, "Authorization", "Bearer "+leakKey) // proxied, not accounted
+
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, exitOK, code, errb.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("the gateway did not stop")
+	}
+	logs := errb.String()
+	assert.Contains(t, logs, "gateway: call")
+	assert.Contains(t, logs, "not accounted")
+	assert.NotContains(t, logs, "LEAKCHECK")
+
+	s, err := js.Stream(context.Background(), events.AttemptsStream)
+	require.NoError(t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	truth := fp.Truth()
+	gemini := int64(3) // the unreachable upstream's attempts
+	assert.Equal(t, uint64(truth.Total.Attempts+gemini), info.State.Msgs, "one event per attempt")
+	var unreachable int
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(context.Background(), seq)
+		require.NoError(t, err)
+		assert.NotContains(t, string(m.Data), "LEAKCHECK", "event %d", seq)
+		ev, err := events.Decode(m.Data)
+		require.NoError(t, err)
+		assert.Equal(t, "sess-cmd", ev.SessionID)
+		if ev.Error != nil && ev.Error.Kind == events.KindConnection {
+			unreachable++
+		}
+	}
+	assert.Equal(t, 3, unreachable, "the Gemini attempts failed to connect")
+	_, err = js.KeyValue(context.Background(), topology.GatewayAttemptsBucket)
+	assert.NoError(t, err, "the gateway created its bucket")
+}

@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"context"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger"
+	"github.com/agentledger/ledger/internal/breaker"
+	"github.com/agentledger/ledger/internal/emit"
+	"github.com/agentledger/ledger/internal/gateway"
+	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/sim/fakeprovider"
+	"github.com/agentledger/ledger/internal/topology"
+	"github.com/agentledger/ledger/ledgertest"
+)
+
+// faultMix has every fault the gateway must survive: 429 with
+// retry-after, 529/503, 500, billed timeouts, broken streams, permanent
+// 400s.
+var faultMix = fakeprovider.Mix{RateLimit: 0.12, Overload: 0.08, ServerError: 0.08, BilledTimeout: 0.06, BrokenStream: 0.1, BadRequest: 0.04}
+
+// gatewayRig is the whole path of an agent that reaches the ledger through
+// the gateway: a fake provider (every provider's origin), the gateway in
+// front of it publishing onto an embedded JetStream server, and an
+// aggregator projecting the ledger.
+type gatewayRig struct {
+	ledger *ledgertest.Ledger
+	js     jetstream.JetStream
+	fp     *fakeprovider.Server
+	pub    *emit.Publisher
+	url    string // the gateway's
+}
+
+// rigTimeout bounds an attempt's wait for its answer and a stream's
+// silence: generous, since on a starved machine a short one can expire
+// after the provider billed, which no event would show. Stalls on purpose
+// cost this much each.
+const rigTimeout = 2 * time.Second
+
+func startGatewayRig(t *testing.T, seed uint64, mix fakeprovider.Mix, policy retry.Policy) *gatewayRig {
+	t.Helper()
+	r := &gatewayRig{ledger: ledgertest.Start(t)}
+	r.js = r.ledger.Connect(t).JetStream()
+	var err error
+	r.fp, err = fakeprovider.Listen("127.0.0.1:0", fakeprovider.Options{Seed: seed, Mix: mix})
+	require.NoError(t, err)
+	t.Cleanup(r.fp.Close)
+	r.pub, err = emit.New(r.js)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		st, err := r.pub.Close(ctx)
+		assert.NoError(t, err)
+		assert.Zero(t, st.Undelivered)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := topology.EnsureGatewayAttempts(ctx, r.js, topology.Config{}, time.Hour)
+	require.NoError(t, err)
+	// A breaker that never opens: every attempt must reach the provider,
+	// whose truth the ledger is compared with.
+	group, err := breaker.NewGroup(breaker.Config{FailureThreshold: 1 << 20})
+	require.NoError(t, err)
+	origin := r.fp.URL()
+	gw, err := gateway.New(gateway.Config{
+		Upstreams:            map[string]string{gateway.Anthropic: origin, gateway.OpenAI: origin, gateway.Gemini: origin},
+		Retry:                retry.Options{Policy: policy, Sink: r.pub, Breakers: group},
+		Attempts:             gateway.NewKVAttempts(kv),
+		ForwardLedgerHeaders: true,
+		AttemptTimeout:       rigTimeout,
+		StreamIdleTimeout:    rigTimeout,
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	r.url = srv.URL
+	return r
+}
+
+// rigPolicy retries twice with short waits.
+func rigPolicy() retry.Policy {
+	return retry.Policy{MaxRetries: 2, BaseDelay: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Jitter: 0.2, HintCap: 5 * time.Second}
+}
+
+// requireLedgerEqualsTruth waits until every event is projected and
+// compares the ledger with the fake provider's truth, request by request
+// and session by session, to the token: usage exactly, billed exactly
+// minus what no client could have seen (Unobservable).
+func (r *gatewayRig) requireLedgerEqualsTruth(t *testing.T) *fakeprovider.Truth {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, r.pub.Flush(ctx))
+	r.ledger.WaitCaughtUp(t)
+	truth := r.fp.Truth()
+	require.NotEmpty(t, truth.Requests)
+	require.Zero(t, truth.Unidentified, "every upstream request carried the ledger headers")
+	for id, want := range truth.Requests {
+		got := r.ledger.Request(t, id)
+		assert.Equal(t, want.SessionID, got.SessionID, "request %s", id)
+		assert.Equal(t, len(want.Attempts), got.Attempts, "request %s attempts", id)
+		assert.Equal(t, want.Succeeded, got.Status == ledgertest.StatusSucceeded, "request %s status %s", id, got.Status)
+		assert.Equal(t, ledger.Usage(want.Usage), got.Usage, "request %s usage", id)
+		assert.Equal(t, ledger.Usage(want.Billed.Sub(want.Unobservable)), got.Billed, "request %s billed (truth %+v, unobservable %+v)", id, want.Billed, want.Unobservable)
+	}
+	for id, want := range truth.Sessions {
+		got := r.ledger.Session(t, id)
+		assert.Equal(t, want.Requests, got.Requests, "session %s requests", id)
+		assert.Equal(t, want.RequestsSucceeded, got.Succeeded, "session %s succeeded", id)
+		assert.Equal(t, want.Attempts, got.Attempts, "session %s attempts", id)
+		assert.Zero(t, got.Pending, "session %s: every request has its final event", id)
+		assert.Equal(t, ledger.Usage(want.Usage), got.Usage, "session %s usage", id)
+		assert.Equal(t, ledger.Usage(want.Billed.Sub(want.Unobservable)), got.Billed, "session %s billed", id)
+	}
+	return truth
+}
+
+// findRequestID returns a request ID whose attempts 0..failing-1 get a
+// retryable fault (rate limit, overload or server error) and whose next
+// attempt succeeds.
+func findRequestID(t *testing.T, p fakeprovider.Plan, prefix string, failing int) string {
+	t.Helper()
+	retryable := map[fakeprovider.Fault]bool{fakeprovider.FaultRateLimit: true, fakeprovider.FaultOverload: true, fakeprovider.FaultServerError: true}
+	for i := range 1_000_000 {
+		id := prefix + "-" + strconv.Itoa(i)
+		ok := p.Decide(id, failing).Fault == fakeprovider.FaultNone
+		for n := 0; ok && n < failing; n++ {
+			ok = retryable[p.Decide(id, n).Fault]
+		}
+		if ok {
+			return id
+		}
+	}
+	t.Fatalf("no request ID with %d retryable failures then a success", failing)
+	return ""
+}

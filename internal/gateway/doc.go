@@ -1,0 +1,89 @@
+// Package gateway owns the ledger's HTTP gateway: a proxy that speaks the
+// providers' own APIs, so that an agent in any language reaches the ledger
+// by changing its SDK's base URL alone, and that runs every model call
+// through the retry middleware (internal/retry) and its circuit breakers,
+// publishing one attempt event per attempt, accounted to the token, with
+// streams relayed event by event.
+//
+// # Routes
+//
+// Accounted, at the providers' own paths (the path and query go upstream
+// as received, to the provider's origin in Config.Upstreams):
+//
+//	POST /v1/messages                                       Anthropic
+//	POST /v1/chat/completions, /v1/responses, /v1/embeddings OpenAI
+//	POST /v1beta/models/{model}:generateContent              Gemini
+//	POST /v1beta/models/{model}:streamGenerateContent        (v1 and v1alpha too)
+//
+// Anything else is proxied through unchanged and not accounted (the log
+// says so once per path); its upstream is picked by what only one
+// provider's clients send (Gemini's paths and key, Anthropic's version
+// header and key; OpenAI otherwise).
+//
+// # Identity
+//
+// The session is the header X-Ledger-Session-Id, else
+// Config.DefaultSession. The request is X-Ledger-Request-Id, else the
+// Idempotency-Key (as it is when it follows the contract's ID rule, else
+// "idem-" and a digest of it), else a new ULID. Every answer carries
+// X-Ledger-Request-Id. An ID that breaks the rule is answered 400, naming
+// the header.
+//
+// A client that retries anyway, with the same request ID, gets further
+// attempts of the same request: the numbers a call may use
+// (MaxRetries+1) are reserved in AttemptNumbers before it starts and the
+// unused ones given back after, in a JetStream KV bucket shared by every
+// replica (KVAttempts), so that no two events of a request ever share an
+// attempt number (the contract would count the second as a duplicate and
+// lose a billed attempt). A request whose numbers cannot be reserved
+// (the store unreachable) is refused with 503 rather than risk it; one
+// that has used all 1,001 numbers the contract allows is refused with
+// 409.
+//
+// # One retry layer
+//
+// Each call is one retry.Do: the breaker of the call's provider and model
+// is asked before every attempt, failures are classified by the
+// provider's own rules (the same functions that classify its Go SDK's
+// errors, applied to the raw response), and retryable ones before the
+// first byte reaches the client are retried under the policy. After the
+// last attempt the client gets the provider's own status, headers and
+// body. A call the breaker refuses is answered 503 with retry-after (and
+// retry-after-ms) set to when the breaker will admit a probe. Errors the
+// gateway makes itself (breaker open, upstream unreachable or silent,
+// bodies over the limits) are in the provider's error format and carry
+// X-Ledger-Gateway-Error. Clients should not retry on their own
+// (max_retries=0, P30): each of their retries is a request the gateway
+// retries again.
+//
+// # Streams
+//
+// A server-sent event stream goes to the client event by event, flushed
+// after each, never buffered whole. Usage is read from the stream itself:
+// Anthropic's message_start (input and cache) and message_delta
+// (cumulative output); the last chunk of an OpenAI chat stream (the
+// gateway adds stream_options.include_usage when the client did not ask,
+// and then does not forward that chunk); response.completed of the
+// Responses API; Gemini's usageMetadata, a running total in every chunk.
+// Until the first event reaches the client a failure is retried (an
+// error event that comes first is kept to relay, should the attempt be
+// the last); after it the call ends with that attempt: a stream broken
+// upstream is cut for the client too, and its final event records what
+// the stream had reported. What a broken stream billed beyond that is not
+// knowable from it: an OpenAI stream's input (and, if a chunk carried
+// several tokens, part of its output; the gateway counts one per content
+// chunk), the output an Anthropic stream generated after its last usage
+// report. Gemini's running totals leave nothing out.
+//
+// # Credentials
+//
+// The client's credential headers (Authorization, x-api-key,
+// x-goog-api-key) and a key query parameter go upstream as received. The
+// gateway never logs a header, and redacts every credential of the
+// request from the messages of its events and logs. The ledger's own
+// headers reach the upstream only with Config.ForwardLedgerHeaders (for
+// the fake provider's truth).
+//
+// The Gateway is an http.Handler; it starts no goroutines. The
+// connections to the upstreams are its Transport's.
+package gateway

@@ -1,0 +1,312 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/retry"
+)
+
+// DefaultUpstreams are the providers' public endpoints.
+var DefaultUpstreams = map[string]string{
+	Anthropic: "https://api.anthropic.com",
+	OpenAI:    "https://api.openai.com",
+	Gemini:    "https://generativelanguage.googleapis.com",
+}
+
+// Defaults of Config.
+const (
+	DefaultSession           = "default"
+	DefaultAttemptTimeout    = 10 * time.Minute
+	DefaultStreamIdleTimeout = 5 * time.Minute
+	DefaultMaxRequestBytes   = 32 << 20
+	DefaultMaxResponseBytes  = 64 << 20
+)
+
+// maxErrorBody bounds the body of an upstream error response the gateway
+// keeps to classify and relay.
+const maxErrorBody = 1 << 20
+
+// Config configures a Gateway. Retry.Sink is required; every other zero
+// value selects its default.
+type Config struct {
+	// Upstreams maps a provider to its origin (scheme, host and port);
+	// the request's path is kept as received. A provider missing here
+	// gets its DefaultUpstreams entry.
+	Upstreams map[string]string
+	// Retry configures the retry middleware the gateway runs every call
+	// under: Policy, Breakers (the circuit breakers, one per upstream:
+	// provider and model), Sink (required: where the attempt events go),
+	// Clock, Logger. The gateway classifies its upstreams' failures
+	// itself; Retry.Classifier, when set, sees only what it does not
+	// recognise.
+	Retry retry.Options
+	// Attempts keeps the attempt numbers of the requests clients name
+	// (HeaderRequestID, HeaderIdempotencyKey), across replicas with
+	// KVAttempts. Nil: a MemoryAttempts, right for a single replica only.
+	Attempts AttemptNumbers
+	// DefaultSession is the session of a request without
+	// HeaderSessionID. Default DefaultSession.
+	DefaultSession string
+	// ForwardLedgerHeaders sends HeaderSessionID, HeaderRequestID and
+	// HeaderAttempt upstream (for the fake provider's truth). Off, no
+	// ledger header reaches the upstream.
+	ForwardLedgerHeaders bool
+	// AttemptTimeout bounds an attempt until its answer: the whole
+	// response of a call that does not stream, the headers and first
+	// event of a stream. StreamIdleTimeout bounds the silence between two
+	// events of a stream after that.
+	AttemptTimeout, StreamIdleTimeout time.Duration
+	// MaxRequestBytes bounds a client's request body (413 beyond);
+	// MaxResponseBytes an upstream's whole response (when not streamed)
+	// and each event of a stream.
+	MaxRequestBytes, MaxResponseBytes int64
+	// Transport sends the upstream requests; nil: DefaultTransport().
+	Transport http.RoundTripper
+	// Logger receives the gateway's records; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock of the Retry-After of a breaker's rejection; nil:
+	// time.Now.
+	Now func() time.Time
+}
+
+// DefaultTransport is a transport for the providers: connections kept
+// alive and reused (many per host, for a fleet's concurrency), HTTP/2
+// where the upstream offers it, the environment's proxy.
+func DefaultTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          2048,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// Gateway is the HTTP handler of the gateway: it accounts the providers'
+// model calls (see the package documentation) and proxies everything else
+// through. It is safe for concurrent use and starts no goroutines.
+type Gateway struct {
+	cfg         Config
+	origins     map[string]*url.URL
+	mw          *retry.Middleware
+	maxAttempts int // attempt numbers a call may use: MaxRetries+1
+	attempts    AttemptNumbers
+	transport   http.RoundTripper
+	log         *slog.Logger
+	proxy       *httputil.ReverseProxy
+	unaccounted onceSet // paths logged as not accounted
+	noUsage     onceSet // APIs logged as answering without usage
+	models      boundedSet
+}
+
+// New validates cfg and returns a Gateway.
+func New(cfg Config) (*Gateway, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, origins: make(map[string]*url.URL), attempts: cfg.Attempts, transport: cfg.Transport, log: cfg.Logger}
+	for _, p := range []string{Anthropic, OpenAI, Gemini} {
+		u, err := ParseOrigin(cfg.Upstreams[p])
+		if err != nil {
+			return nil, fmt.Errorf("gateway: upstream of %s: %w", p, err)
+		}
+		g.origins[p] = u
+	}
+	ro := cfg.Retry
+	ro.Sink = trackingSink{next: cfg.Retry.Sink}
+	ro.Classifier = retry.Chain{classifier{}, cfg.Retry.Classifier}
+	mw, err := retry.New(ro)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g.mw, g.maxAttempts = mw, mw.Policy().MaxRetries+1
+	g.models = boundedSet{max: maxBreakerModels, set: make(map[string]struct{})}
+	g.proxy = g.newProxy()
+	return g, nil
+}
+
+func (c *Config) defaults() error {
+	if c.Retry.Sink == nil {
+		return errors.New("gateway: Retry.Sink is nil; it is required")
+	}
+	ups := make(map[string]string, len(DefaultUpstreams))
+	for p, u := range DefaultUpstreams {
+		ups[p] = u
+	}
+	for p, u := range c.Upstreams {
+		if _, ok := ups[p]; !ok {
+			return fmt.Errorf("gateway: Upstreams: %q is not a provider the gateway speaks for (anthropic, openai, gemini)", p)
+		}
+		ups[p] = u
+	}
+	c.Upstreams = ups
+	if c.Attempts == nil {
+		c.Attempts = NewMemoryAttempts()
+	}
+	if c.DefaultSession == "" {
+		c.DefaultSession = DefaultSession
+	}
+	if err := events.ValidateID("default session", c.DefaultSession); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{{"AttemptTimeout", &c.AttemptTimeout, DefaultAttemptTimeout}, {"StreamIdleTimeout", &c.StreamIdleTimeout, DefaultStreamIdleTimeout}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < 0 {
+			return fmt.Errorf("gateway: %s is %s; it must be positive", d.name, *d.v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    *int64
+		def  int64
+	}{{"MaxRequestBytes", &c.MaxRequestBytes, DefaultMaxRequestBytes}, {"MaxResponseBytes", &c.MaxResponseBytes, DefaultMaxResponseBytes}} {
+		if *n.v == 0 {
+			*n.v = n.def
+		}
+		if *n.v < 0 {
+			return fmt.Errorf("gateway: %s is %d; it must be positive", n.name, *n.v)
+		}
+	}
+	if c.Transport == nil {
+		c.Transport = DefaultTransport()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// ParseOrigin parses an upstream's origin: http or https, a host, and no
+// path (other than "/"), query, fragment or credentials.
+func ParseOrigin(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%q is not a URL: %w", s, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%q: the scheme must be http or https", s)
+	case u.Host == "":
+		return nil, fmt.Errorf("%q has no host", s)
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
+		return nil, fmt.Errorf("%q must be an origin (scheme, host and port): the request's path is kept as received", s)
+	case u.User != nil:
+		return nil, fmt.Errorf("%q must not carry credentials: the client's credential headers are passed through", s)
+	}
+	u.Path = ""
+	return u, nil
+}
+
+// Middleware returns the retry middleware the gateway runs calls under,
+// for its Stats.
+func (g *Gateway) Middleware() *retry.Middleware { return g.mw }
+
+// ServeHTTP accounts the providers' model calls and proxies everything
+// else through.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, ok := match(r)
+	if !ok {
+		g.passthrough(w, r)
+		return
+	}
+	c := &call{g: g, rt: rt, w: w, r: r, secrets: secretsOf(r)}
+	c.serve()
+}
+
+// maxBreakerModels bounds the models that get a breaker of their own
+// (clients name models, so the set is theirs to grow): past it, a
+// provider's other models share one.
+const maxBreakerModels = 1024
+
+// breakerKey is the key of a call's breaker: "" (the middleware's
+// provider/model) for the first maxBreakerModels models seen, else the
+// provider's shared one.
+func (g *Gateway) breakerKey(provider, model string) string {
+	if g.models.add(provider + "/" + model) {
+		return ""
+	}
+	return provider + "/(other models)"
+}
+
+// boundedSet is a set of strings that stops growing at max.
+type boundedSet struct {
+	mu  sync.RWMutex
+	max int
+	set map[string]struct{}
+}
+
+// add reports whether s is in the set, adding it when there is room.
+func (b *boundedSet) add(s string) bool {
+	b.mu.RLock()
+	_, ok := b.set[s]
+	full := len(b.set) >= b.max
+	b.mu.RUnlock()
+	if ok || full {
+		return ok
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.set) >= b.max {
+		_, ok = b.set[s]
+		return ok
+	}
+	b.set[s] = struct{}{}
+	return true
+}
+
+// onceSet remembers what was logged, up to a bound, so that a record is
+// written once per key.
+type onceSet struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// maxOnce bounds an onceSet: past it, nothing more is logged.
+const maxOnce = 1000
+
+// first reports whether key is new (and there is room to remember it);
+// full reports the one time the set fills up.
+func (o *onceSet) first(key string) (first, full bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seen == nil {
+		o.seen = make(map[string]bool)
+	}
+	if o.seen[key] || len(o.seen) > maxOnce {
+		return false, false
+	}
+	o.seen[key] = true
+	return true, len(o.seen) > maxOnce
+}
+
+// release gives back the attempt numbers a call reserved and did not use,
+// with a context of its own: the client may be gone.
+func (g *Gateway) release(ctx context.Context, requestID string, res Reservation, used int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := g.attempts.Release(ctx, requestID, res, used); err != nil {
+		g.log.LogAttrs(ctx, slog.LevelWarn, "gateway: could not give back unused attempt numbers; the request's numbering keeps a gap",
+			slog.String("request_id", requestID), slog.Any("error", err))
+	}
+}

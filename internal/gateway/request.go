@@ -1,0 +1,227 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentledger/ledger/internal/events"
+)
+
+// Headers of the ledger. A client may send the session and request ones;
+// the gateway sends all three upstream only with
+// Config.ForwardLedgerHeaders, and answers with HeaderRequestID.
+const (
+	HeaderSessionID = "X-Ledger-Session-Id"
+	HeaderRequestID = "X-Ledger-Request-Id"
+	HeaderAttempt   = "X-Ledger-Attempt"
+	// HeaderIdempotencyKey names the request when HeaderRequestID is
+	// absent.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderGatewayError marks an answer the gateway made itself rather
+	// than relayed, with the reason: circuit_open, upstream_unreachable,
+	// upstream_timeout, bad_request, too_large, attempts_exhausted,
+	// ledger_unavailable.
+	HeaderGatewayError = "X-Ledger-Gateway-Error"
+)
+
+// unknownModel is the model of the events of a request that names none
+// (the provider will refuse it).
+const unknownModel = "unknown"
+
+// readBody reads the client's request body, at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	n := int64(512)
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		n = r.ContentLength + 1 // +1: ReadAll's final read finds EOF without growing
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n))
+	_, err := buf.ReadFrom(rd)
+	return buf.Bytes(), err
+}
+
+// tooLarge reports whether err is readBody's error for a body over limit.
+func tooLarge(err error) bool {
+	var mbe *http.MaxBytesError
+	return errors.As(err, &mbe)
+}
+
+// requestInfo is what the gateway reads of an accounted request.
+type requestInfo struct {
+	model  string
+	stream bool
+	// injectedUsage: the gateway added stream_options.include_usage to an
+	// OpenAI chat stream, so the usage chunk is not the client's.
+	injectedUsage bool
+}
+
+// inspect reads the model and the stream flag of an accounted request,
+// and makes an OpenAI chat stream report its usage (returning the body to
+// send upstream). A body that is not JSON is sent as it is: the provider
+// will refuse it.
+func inspect(rt route, body []byte) (requestInfo, []byte) {
+	var info requestInfo
+	var req struct {
+		Model         string          `json:"model"`
+		Stream        bool            `json:"stream"`
+		StreamOptions json.RawMessage `json:"stream_options"`
+	}
+	parsed := json.Unmarshal(body, &req) == nil
+	info.model, info.stream = req.Model, req.Stream
+	switch rt.api {
+	case apiGeminiGenerate, apiGeminiStreamGenerate:
+		info.model, info.stream = rt.model, rt.api == apiGeminiStreamGenerate
+	case apiOpenAIEmbeddings:
+		info.stream = false
+	case apiOpenAIChat:
+		if parsed && req.Stream {
+			body, info.injectedUsage = includeUsage(body, req.StreamOptions)
+		}
+	}
+	info.model = modelName(info.model)
+	return info, body
+}
+
+// modelName makes a model name fit the contract: valid UTF-8, 1 to
+// events.MaxModelLength bytes.
+func modelName(m string) string {
+	m = strings.ToValidUTF8(strings.TrimSpace(m), "\uFFFD")
+	if m == "" {
+		return unknownModel
+	}
+	if len(m) > events.MaxModelLength {
+		cut := events.MaxModelLength
+		for cut > 0 && !utf8.RuneStart(m[cut]) {
+			cut--
+		}
+		m = m[:cut]
+	}
+	return m
+}
+
+// includeUsageMember is what the gateway adds to an OpenAI chat stream's
+// request that has no stream_options.
+const includeUsageMember = `"stream_options":{"include_usage":true},`
+
+// includeUsage returns body with stream_options.include_usage set, and
+// whether the gateway had to set it. A request without stream_options
+// gets the member inserted first, leaving the rest byte for byte; one with
+// stream_options of its own has it rewritten (and the body re-encoded).
+func includeUsage(body []byte, opts json.RawMessage) ([]byte, bool) {
+	o := bytes.TrimSpace(opts)
+	if len(o) == 0 || string(o) == "null" {
+		i := bytes.IndexByte(body, '{')
+		out := make([]byte, 0, len(body)+len(includeUsageMember))
+		out = append(append(append(out, body[:i+1]...), includeUsageMember...), body[i+1:]...)
+		return out, true
+	}
+	var so map[string]json.RawMessage
+	if json.Unmarshal(o, &so) != nil {
+		return body, false // not an object: the provider will refuse it
+	}
+	if v := bytes.TrimSpace(so["include_usage"]); string(v) == "true" {
+		return body, false
+	}
+	so["include_usage"] = json.RawMessage("true")
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return body, false
+	}
+	var err error
+	if top["stream_options"], err = json.Marshal(so); err != nil {
+		return body, false
+	}
+	out, err := json.Marshal(top)
+	if err != nil {
+		return body, false
+	}
+	return out, true
+}
+
+// hopHeaders are the hop-by-hop headers, which a proxy does not forward.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// upstreamHeader returns the client's headers as they go upstream: without
+// the hop-by-hop headers, those the transport sets (Host, Content-Length,
+// Accept-Encoding: the transport asks for gzip and decodes it, so that the
+// gateway can read the usage) and the ledger's own.
+func upstreamHeader(in http.Header) http.Header {
+	h := in.Clone()
+	removeHopHeaders(h)
+	for _, k := range []string{"Host", "Content-Length", "Accept-Encoding", HeaderSessionID, HeaderRequestID, HeaderAttempt} {
+		h.Del(k)
+	}
+	return h
+}
+
+// removeHopHeaders removes the hop-by-hop headers, and those the
+// Connection header names.
+func removeHopHeaders(h http.Header) {
+	for _, v := range h["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = textproto(f); f != "" {
+				h.Del(f)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}
+
+func textproto(s string) string { return http.CanonicalHeaderKey(strings.TrimSpace(s)) }
+
+// clientHeader copies the upstream response's headers to the client's
+// response: without the hop-by-hop headers and Content-Length, which the
+// gateway sets itself.
+func clientHeader(dst, src http.Header) {
+	for k, v := range src {
+		dst[k] = append([]string(nil), v...)
+	}
+	removeHopHeaders(dst)
+	dst.Del("Content-Length")
+}
+
+// upstreamURL is the request's URL at origin: the path and query as the
+// client sent them.
+func upstreamURL(origin *url.URL, r *http.Request) *url.URL {
+	u := *origin
+	u.Path, u.RawPath, u.RawQuery = r.URL.Path, r.URL.RawPath, r.URL.RawQuery
+	return &u
+}
+
+// attemptHeader is the header of one attempt: h, plus the ledger headers
+// when they are forwarded.
+func attemptHeader(h http.Header, forward bool, sessionID, requestID string, attempt int) http.Header {
+	if !forward {
+		return h
+	}
+	h = h.Clone()
+	h.Set(HeaderSessionID, sessionID)
+	h.Set(HeaderRequestID, requestID)
+	h.Set(HeaderAttempt, strconv.Itoa(attempt))
+	return h
+}
+
+// newBody returns a reader of body for a request, and the request's
+// GetBody. With GetBody, net/http's transport resends a request that it
+// could not write at all on a reused connection (the server never saw
+// it: no attempt, nothing billed). It also resends one it did write when
+// the request carries an idempotency key, though, and the provider may
+// have billed that: a hidden attempt, the retries P30 is about. So such
+// a request gets no GetBody, and the middleware sees every failure.
+func newBody(body []byte, h http.Header) (io.ReadCloser, func() (io.ReadCloser, error)) {
+	get := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	rc, _ := get()
+	if h.Get("Idempotency-Key") != "" || h.Get("X-Idempotency-Key") != "" {
+		return rc, nil
+	}
+	return rc, get
+}

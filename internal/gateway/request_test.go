@@ -1,0 +1,185 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMatch(t *testing.T) {
+	tests := []struct {
+		method, path string
+		ok           bool
+		api          api
+		model        string
+	}{
+		{"POST", "/v1/messages", true, apiAnthropicMessages, ""},
+		{"POST", "/v1/chat/completions", true, apiOpenAIChat, ""},
+		{"POST", "/v1/responses", true, apiOpenAIResponses, ""},
+		{"POST", "/v1/embeddings", true, apiOpenAIEmbeddings, ""},
+		{"POST", "/v1beta/models/gemini-2.5-flash:generateContent", true, apiGeminiGenerate, "gemini-2.5-flash"},
+		{"POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent", true, apiGeminiStreamGenerate, "gemini-2.5-flash"},
+		{"POST", "/v1/models/gemini-pro:generateContent", true, apiGeminiGenerate, "gemini-pro"},
+		{"POST", "/v1beta/models/gemini-2.5-flash:countTokens", false, 0, ""},
+		{"POST", "/v1beta/models/:generateContent", false, 0, ""},
+		{"POST", "/v1beta/tunedModels/x:generateContent", false, 0, ""},
+		{"POST", "/v1/messages/count_tokens", false, 0, ""},
+		{"POST", "/v1/messages/batches", false, 0, ""},
+		{"GET", "/v1/messages", false, 0, ""},
+		{"GET", "/v1/models", false, 0, ""},
+		{"POST", "/v2/chat/completions", false, 0, ""},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(tt.method, tt.path, nil)
+		rt, ok := match(r)
+		require.Equal(t, tt.ok, ok, "%s %s", tt.method, tt.path)
+		if ok {
+			assert.Equal(t, tt.api, rt.api, tt.path)
+			assert.Equal(t, tt.model, rt.model, tt.path)
+		}
+	}
+}
+
+func TestPassthroughProvider(t *testing.T) {
+	req := func(path string, kv ...string) *http.Request {
+		r := httptest.NewRequest("GET", path, nil)
+		for i := 0; i+1 < len(kv); i += 2 {
+			r.Header.Set(kv[i], kv[i+1])
+		}
+		return r
+	}
+	assert.Equal(t, Gemini, passthroughProvider(req("/v1beta/models")))
+	assert.Equal(t, Gemini, passthroughProvider(req("/v1/files?key=abc")))
+	assert.Equal(t, Gemini, passthroughProvider(req("/upload/v1beta/files", "X-Goog-Api-Key", "k")))
+	assert.Equal(t, Anthropic, passthroughProvider(req("/v1/models", "Anthropic-Version", "2023-06-01")))
+	assert.Equal(t, Anthropic, passthroughProvider(req("/v1/messages/batches")))
+	assert.Equal(t, OpenAI, passthroughProvider(req("/v1/models", "Authorization", "Bearer k")))
+}
+
+func TestInspect(t *testing.T) {
+	chat := route{api: apiOpenAIChat}
+	body := []byte(` {"model":"gpt-4.1","stream":true,"messages":[{"role":"user","content":"{hi}"}]}`)
+	info, sent := inspect(chat, body)
+	assert.Equal(t, requestInfo{model: "gpt-4.1", stream: true, injectedUsage: true}, info)
+	assert.Equal(t, ` {"stream_options":{"include_usage":true},"model":"gpt-4.1","stream":true,"messages":[{"role":"user","content":"{hi}"}]}`, string(sent),
+		"inserted first; the rest byte for byte")
+
+	body = []byte(`{"model":"m","stream":true,"stream_options":{"include_obfuscation":false},"messages":[]}`)
+	info, sent = inspect(chat, body)
+	assert.True(t, info.injectedUsage)
+	var got struct {
+		Model         string          `json:"model"`
+		StreamOptions map[string]bool `json:"stream_options"`
+	}
+	require.NoError(t, json.Unmarshal(sent, &got))
+	assert.Equal(t, map[string]bool{"include_obfuscation": false, "include_usage": true}, got.StreamOptions, "the client's options kept")
+	assert.Equal(t, "m", got.Model)
+
+	body = []byte(`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`)
+	info, sent = inspect(chat, body)
+	assert.False(t, info.injectedUsage)
+	assert.Equal(t, body, sent)
+
+	body = []byte(`{"model":"m","stream_options":null,"stream":true}`)
+	info, sent = inspect(chat, body)
+	assert.True(t, info.injectedUsage)
+	assert.True(t, strings.HasPrefix(string(sent), `{"stream_options":{"include_usage":true},`))
+
+	body = []byte(`{"model":"m","messages":[]}`)
+	info, sent = inspect(chat, body)
+	assert.Equal(t, requestInfo{model: "m"}, info)
+	assert.Equal(t, body, sent, "a call that does not stream is sent as it is")
+
+	info, sent = inspect(route{api: apiGeminiStreamGenerate, model: "g"}, []byte(`{"contents":[]}`))
+	assert.Equal(t, requestInfo{model: "g", stream: true}, info)
+	assert.Equal(t, `{"contents":[]}`, string(sent))
+
+	info, _ = inspect(route{api: apiAnthropicMessages}, []byte(`not json`))
+	assert.Equal(t, unknownModel, info.model)
+	info, _ = inspect(route{api: apiAnthropicMessages}, []byte(`{"model":"`+strings.Repeat("é", 200)+`"}`))
+	assert.LessOrEqual(t, len(info.model), 256)
+	assert.True(t, strings.HasPrefix(info.model, "é"))
+}
+
+func TestIdentify(t *testing.T) {
+	req := func(kv ...string) *http.Request {
+		r := httptest.NewRequest("POST", "/v1/messages", nil)
+		for i := 0; i+1 < len(kv); i += 2 {
+			r.Header.Set(kv[i], kv[i+1])
+		}
+		return r
+	}
+	ids, err := identify(req(), "dflt")
+	require.NoError(t, err)
+	assert.Equal(t, callIDs{session: "dflt"}, ids)
+
+	ids, err = identify(req(HeaderSessionID, "s1", HeaderRequestID, "r1", HeaderIdempotencyKey, "k1"), "dflt")
+	require.NoError(t, err)
+	assert.Equal(t, callIDs{session: "s1", request: "r1"}, ids, "the request header wins over the key")
+
+	ids, err = identify(req(HeaderIdempotencyKey, "k1"), "dflt")
+	require.NoError(t, err)
+	assert.Equal(t, "k1", ids.request)
+
+	_, err = identify(req(HeaderSessionID, "a b"), "dflt")
+	require.ErrorContains(t, err, HeaderSessionID)
+	_, err = identify(req(HeaderRequestID, "r.1"), "dflt")
+	require.ErrorContains(t, err, HeaderRequestID)
+	_, err = identify(req(), "bad default")
+	require.ErrorContains(t, err, "default session")
+
+	a, b := idempotencyRequestID("same key!"), idempotencyRequestID("same key!")
+	assert.Equal(t, a, b)
+	assert.Len(t, a, len("idem-")+32)
+	assert.NotEqual(t, a, idempotencyRequestID("other key!"))
+}
+
+func TestUpstreamHeader(t *testing.T) {
+	in := http.Header{}
+	in.Set("Authorization", "Bearer k")
+	in.Set("Connection", "keep-alive, X-Hop")
+	in.Set("X-Hop", "1")
+	in.Set("Accept-Encoding", "br")
+	in.Set(HeaderSessionID, "s")
+	in.Set("Anthropic-Beta", "x")
+	out := upstreamHeader(in)
+	assert.Equal(t, "Bearer k", out.Get("Authorization"))
+	assert.Equal(t, "x", out.Get("Anthropic-Beta"))
+	for _, k := range []string{"Connection", "X-Hop", "Accept-Encoding", HeaderSessionID} {
+		assert.Empty(t, out.Get(k), k)
+	}
+	assert.Equal(t, "s", in.Get(HeaderSessionID), "the client's headers are not changed")
+}
+
+func TestParseOrigin(t *testing.T) {
+	for _, ok := range []string{"https://api.openai.com", "http://127.0.0.1:9090", "http://h:1/"} {
+		_, err := ParseOrigin(ok)
+		assert.NoError(t, err, ok)
+	}
+	for _, bad := range []string{"api.openai.com", "ftp://h", "https://api.openai.com/v1", "http://h?x=1", "http://u:p@h", "http://"} {
+		_, err := ParseOrigin(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+func TestSecretsRedact(t *testing.T) {
+	r := httptest.NewRequest("POST", "/v1beta/models/m:generateContent?key=AIzaSECRETKEY123", nil)
+	r.Header.Set("Authorization", "Bearer sk-proj-SECRET-1")
+	r.Header.Set("X-Api-Key", "sk-ant-SECRET-2")
+	r.Header.Set("X-Goog-Api-Key", "short")
+	s := secretsOf(r)
+	msg := s.redact("saw Bearer sk-proj-SECRET-1 and sk-ant-SECRET-2 and sk-proj-SECRET-1 at ?key=AIzaSECRETKEY123")
+	assert.NotContains(t, msg, "SECRET")
+	assert.Equal(t, "ordinary short words", s.redact("ordinary short words"))
+}
+
+func TestSanitize(t *testing.T) {
+	assert.Equal(t, usage(10, 0, 10, 0), sanitize(usage(10, -5, 50, 7)))
+	assert.Equal(t, usage(1_000_000_000_000, 3, 0, 0), sanitize(usage(2_000_000_000_000, 3, 0, 0)))
+	assert.Equal(t, usage(100, 1, 60, 40), sanitize(usage(100, 1, 60, 70)))
+}

@@ -1,0 +1,128 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentledger/ledger/internal/breaker"
+	"github.com/agentledger/ledger/internal/retry"
+)
+
+// respond answers the client once the middleware is done: the successful
+// answer, or after the last attempt the provider's own status and body,
+// or the gateway's own error when there is none to relay.
+func (c *call) respond(err error) {
+	if err == nil {
+		if c.resp != nil {
+			c.writeUpstream(c.resp)
+		}
+		return
+	}
+	var ae *attemptError
+	var ce *retry.CallError
+	errors.As(err, &ae)
+	errors.As(err, &ce)
+	switch {
+	case c.committed:
+		if ae == nil || !ae.relayed {
+			// The stream was cut upstream (or the client left): cut the
+			// client's too, rather than end it as if it were whole.
+			panic(http.ErrAbortHandler)
+		}
+	case c.r.Context().Err() != nil:
+		// The client went away: no one to answer.
+	case ce != nil && ce.Reason == retry.StopCircuitOpen:
+		c.circuitOpen(ce)
+	case ae != nil && ae.relay != nil:
+		c.writeUpstream(ae.relay)
+	case ae != nil && errors.Is(ae.cause, errResponseTooLarge):
+		c.gatewayError(http.StatusBadGateway, "too_large", ae.Error(), 0)
+	case ae != nil && (errors.Is(ae.cause, errAttemptTimeout) || errors.Is(ae.cause, errIdleTimeout)):
+		c.gatewayError(http.StatusGatewayTimeout, "upstream_timeout", ae.Error(), 0)
+	case ae != nil:
+		c.gatewayError(http.StatusBadGateway, "upstream_unreachable", ae.Error(), 0)
+	default:
+		c.g.log.LogAttrs(c.r.Context(), slog.LevelError, "gateway: the call failed before any attempt",
+			slog.String("request_id", c.requestID), slog.String("error", c.secrets.redact(err.Error())))
+		c.gatewayError(http.StatusBadRequest, "bad_request", c.secrets.redact(err.Error()), 0)
+	}
+}
+
+// writeUpstream relays an upstream answer.
+func (c *call) writeUpstream(u *upstreamResponse) {
+	h := c.w.Header()
+	clientHeader(h, u.header)
+	h.Set(HeaderRequestID, c.requestID)
+	h.Set("Content-Length", strconv.Itoa(len(u.body)))
+	c.w.WriteHeader(u.status)
+	_, _ = c.w.Write(u.body)
+}
+
+// circuitOpen answers a call the breaker refused: 503 with the time the
+// breaker will next admit a probe, so that the SDKs' retry logic (when
+// the client has any) waits for it.
+func (c *call) circuitOpen(ce *retry.CallError) {
+	wait := time.Second
+	var oe *breaker.OpenError
+	if errors.As(ce, &oe) && !oe.Until.IsZero() {
+		wait = max(oe.Until.Sub(c.g.cfg.Now()), time.Millisecond)
+	}
+	c.gatewayError(http.StatusServiceUnavailable, "circuit_open",
+		"the gateway's circuit breaker for "+c.rt.api.provider()+" "+c.info.model+" is open after repeated failures; retry after "+wait.Round(time.Millisecond).String(), wait)
+}
+
+// gatewayError answers with an error the gateway made itself, in the
+// provider's own error format, marked with HeaderGatewayError. A
+// positive retryAfter is sent as retry-after (whole seconds, rounded up)
+// and retry-after-ms.
+func (c *call) gatewayError(status int, reason, msg string, retryAfter time.Duration) {
+	h := c.w.Header()
+	if c.requestID != "" {
+		h.Set(HeaderRequestID, c.requestID)
+	}
+	h.Set(HeaderGatewayError, reason)
+	h.Set("Content-Type", "application/json")
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
+		h.Set("Retry-After-Ms", strconv.FormatInt(retryAfter.Milliseconds(), 10))
+	}
+	body, _ := json.Marshal(errorBody(c.rt.api.provider(), status, msg))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	c.w.WriteHeader(status)
+	_, _ = c.w.Write(body)
+}
+
+// errorBody is an error response body in provider's format.
+func errorBody(provider string, status int, msg string) any {
+	switch provider {
+	case Anthropic:
+		typ := "api_error"
+		switch {
+		case status == http.StatusServiceUnavailable:
+			typ = "overloaded_error"
+		case status == http.StatusGatewayTimeout:
+			typ = "timeout_error"
+		case status == http.StatusRequestEntityTooLarge:
+			typ = "request_too_large"
+		case status < 500:
+			typ = "invalid_request_error"
+		}
+		return map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
+	case Gemini:
+		rpc := map[int]string{400: "INVALID_ARGUMENT", 409: "ABORTED", 413: "INVALID_ARGUMENT", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}[status]
+		if rpc == "" {
+			rpc = "INTERNAL"
+		}
+		return map[string]any{"error": map[string]any{"code": status, "message": msg, "status": rpc}}
+	}
+	typ := "server_error"
+	if status < 500 {
+		typ = "invalid_request_error"
+	}
+	return map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}}
+}

@@ -1,0 +1,93 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/agentledger/ledger/internal/retry"
+)
+
+// stream relays a server-sent event stream to the client event by event,
+// flushing after each, and follows its usage. Until its first event
+// nothing reaches the client, so a failure is retried; a first event that
+// is an error is kept to relay, should the attempt be the last. From the
+// first event on the call is committed: a failure ends it (the client's
+// response is cut), with what the stream reported so far.
+func (c *call) stream(actx context.Context, dl *deadline, resp *http.Response, a retry.Attempt) (retry.Report, error) {
+	acc := newAccountant(c.rt.api, resp.Header, c.info)
+	rd := newSSEReader(resp.Body, int(c.g.cfg.MaxResponseBytes))
+	report := func() retry.Report {
+		return retry.Report{Usage: sanitize(acc.usage()), ProviderRequestID: acc.providerID()}
+	}
+	ev, err := rd.next()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = errStreamCut
+		}
+		return report(), c.failure(actx, err)
+	}
+	v := acc.observe(ev)
+	if v.errData != nil {
+		return report(), c.firstEventError(resp, rd, ev, v.errData)
+	}
+	c.commit(resp, a)
+	rc := http.NewResponseController(c.w)
+	var errData []byte
+	for {
+		if v.errData != nil && errData == nil {
+			errData = bytes.Clone(v.errData)
+		}
+		if !v.drop {
+			if _, err := c.w.Write(ev.raw); err != nil {
+				return report(), c.clientGone()
+			}
+			if err := rc.Flush(); err != nil {
+				return report(), c.clientGone()
+			}
+		}
+		dl.extend(c.g.cfg.StreamIdleTimeout)
+		if ev, err = rd.next(); err != nil {
+			break
+		}
+		v = acc.observe(ev)
+	}
+	switch {
+	case !errors.Is(err, io.EOF):
+		return report(), c.failure(actx, err)
+	case errData != nil:
+		return report(), &attemptError{api: c.rt.api, streamErr: errData, header: resp.Header, committed: true, relayed: true, secrets: c.secrets}
+	case !acc.complete():
+		return report(), c.failure(actx, errStreamCut)
+	}
+	return report(), nil
+}
+
+// commit sends the response's status and headers: from here on the call
+// ends with this attempt.
+func (c *call) commit(resp *http.Response, a retry.Attempt) {
+	clientHeader(c.w.Header(), resp.Header)
+	c.w.Header().Set(HeaderRequestID, a.RequestID)
+	c.w.WriteHeader(resp.StatusCode)
+	c.committed = true
+}
+
+// firstEventError is the failure of a stream whose first event is an
+// error: nothing reached the client, so it may be retried, and the stream
+// (the rest of it, within the limit) is kept to relay if it is not.
+func (c *call) firstEventError(resp *http.Response, rd *sseReader, ev *sseEvent, errData []byte) error {
+	body := bytes.Clone(ev.raw)
+	rest, _ := io.ReadAll(io.LimitReader(rd.r, maxErrorBody))
+	body = append(body, rest...)
+	return &attemptError{
+		api: c.rt.api, streamErr: bytes.Clone(errData), header: resp.Header, secrets: c.secrets,
+		relay: &upstreamResponse{status: resp.StatusCode, header: resp.Header, body: body},
+	}
+}
+
+// clientGone is the failure of an attempt whose client stopped reading.
+func (c *call) clientGone() error {
+	return &attemptError{api: c.rt.api, cause: errClientGone, committed: true, secrets: c.secrets}
+}

@@ -1,0 +1,55 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// GatewayAttemptsBucket is the KV bucket in which the gateway keeps, per
+// request ID that a client named, the next attempt number no gateway
+// replica has used (see internal/gateway.KVAttempts).
+const GatewayAttemptsBucket = "ledger_gateway_attempts"
+
+// DefaultGatewayAttemptsTTL is how long the gateway remembers a request's
+// attempt numbers after its last call: a client retry of the request
+// after that starts again from 0.
+const DefaultGatewayAttemptsTTL = 7 * 24 * time.Hour
+
+// EnsureGatewayAttempts creates the gateway's bucket when it is missing
+// (file storage, one revision per key, entries expiring ttl after their
+// last write) and returns it. An existing bucket is used as it is.
+func EnsureGatewayAttempts(ctx context.Context, js jetstream.JetStream, c Config, ttl time.Duration) (jetstream.KeyValue, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if ttl < 0 {
+		return nil, fmt.Errorf("%w: gateway attempts TTL %s must not be negative (0 keeps them forever)", ErrInvalidConfig, ttl)
+	}
+	kv, err := js.KeyValue(ctx, GatewayAttemptsBucket)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("topology: looking up bucket %s: %w", GatewayAttemptsBucket, err)
+	}
+	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      GatewayAttemptsBucket,
+		Description: "ledger gateway: the next attempt number of each request a client named",
+		History:     1,
+		TTL:         ttl,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.KeyValue(ctx, GatewayAttemptsBucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("topology: creating bucket %s: %w", GatewayAttemptsBucket, err)
+	}
+	return kv, nil
+}
