@@ -40,6 +40,7 @@ const (
 	gatewayRate        = 1000             // requests/s of the latency phase
 	gatewayLatencyTime = 10 * time.Second // measured, per path
 	gatewayWarmup      = time.Second      // before each measured phase
+	gatewaySlice       = time.Second      // of one path at a time, alternating, in the open-loop phases
 	gatewaySatWorkers  = 64               // concurrent clients at saturation
 	gatewaySatTime     = 5 * time.Second  // measured, per path
 	gatewayTTFBRate    = 200              // streams/s of the time-to-first-byte phase
@@ -101,7 +102,7 @@ type gatewayResult struct {
 
 const gatewayMethod = "gateway as it ships (cmd/gateway, a child process, --forward-ledger-headers, publishing to an embedded JetStream server with file storage in this process) " +
 	"in front of the fake provider (in this process, no faults), against the same calls made to the fake provider directly; load from this process over loopback HTTP/1.1 keep-alive; " +
-	"overhead = gateway percentile minus direct percentile"
+	"open-loop phases alternate the two paths in 1 s slices; overhead = gateway percentile minus direct percentile"
 
 // benchGateway measures the gateway's overhead.
 func benchGateway(ctx context.Context) (*gatewayResult, error) {
@@ -151,13 +152,9 @@ func measureGateway(ctx context.Context, res *gatewayResult, direct, gw string) 
 	res.Latency.Rate, res.Latency.Seconds = gatewayRate, gatewayLatencyTime.Seconds()
 	fmt.Fprintf(os.Stderr, "gateway: latency at %d req/s, %s per path\n", gatewayRate, gatewayLatencyTime)
 	var err error
-	if res.Latency.Direct, err = lg.openLoop(ctx, lg.chat(direct, true), gatewayRate, gatewayLatencyTime); err != nil {
+	if res.Latency.pathPair, err = lg.interleaved(ctx, lg.chat(direct, true), lg.chat(gw, false), gatewayRate, gatewayLatencyTime); err != nil {
 		return err
 	}
-	if res.Latency.Gateway, err = lg.openLoop(ctx, lg.chat(gw, false), gatewayRate, gatewayLatencyTime); err != nil {
-		return err
-	}
-	res.Latency.pathPair.overhead()
 
 	res.Saturation.Workers, res.Saturation.Seconds = gatewaySatWorkers, gatewaySatTime.Seconds()
 	fmt.Fprintf(os.Stderr, "gateway: saturation with %d clients, %s per path\n", gatewaySatWorkers, gatewaySatTime)
@@ -170,13 +167,9 @@ func measureGateway(ctx context.Context, res *gatewayResult, direct, gw string) 
 
 	res.TTFB.Rate, res.TTFB.Seconds = gatewayTTFBRate, gatewayTTFBTime.Seconds()
 	fmt.Fprintf(os.Stderr, "gateway: time to first byte of streams at %d/s, %s per path\n", gatewayTTFBRate, gatewayTTFBTime)
-	if res.TTFB.Direct, err = lg.openLoop(ctx, lg.stream(direct, true), gatewayTTFBRate, gatewayTTFBTime); err != nil {
+	if res.TTFB.pathPair, err = lg.interleaved(ctx, lg.stream(direct, true), lg.stream(gw, false), gatewayTTFBRate, gatewayTTFBTime); err != nil {
 		return err
 	}
-	if res.TTFB.Gateway, err = lg.openLoop(ctx, lg.stream(gw, false), gatewayTTFBRate, gatewayTTFBTime); err != nil {
-		return err
-	}
-	res.TTFB.pathPair.overhead()
 	res.GatewayCalls = lg.gatewayCalls.Load()
 	if n := res.Latency.Direct.Errors + res.Latency.Gateway.Errors + res.Saturation.Errors + res.TTFB.Direct.Errors + res.TTFB.Gateway.Errors; n > 0 {
 		return fmt.Errorf("gateway benchmark: %d calls failed (the fake provider injects no faults): %s", n, lg.firstError())
@@ -378,17 +371,57 @@ func (lg *loadGen) firstError() error {
 	return lg.first
 }
 
-// openLoop starts calls at rate per second for the warm-up and then for d,
-// whatever the answers' pace (an open loop: a slow answer does not delay
-// the next call), and returns the percentiles of the measured ones.
-func (lg *loadGen) openLoop(ctx context.Context, c call, rate int, d time.Duration) (latencyStats, error) {
-	warm := int(gatewayWarmup.Seconds() * float64(rate))
-	n := warm + int(d.Seconds()*float64(rate))
+// interleaved measures the direct path and the gateway's in alternate
+// slices of gatewaySlice, each an open loop at rate, for d each in all
+// (after a warm-up of both): whatever else loads the machine meanwhile
+// falls on both paths alike, so that their difference is the gateway's.
+func (lg *loadGen) interleaved(ctx context.Context, direct, gw call, rate int, d time.Duration) (pathPair, error) {
+	var p pathPair
+	if _, err := lg.openLoop(ctx, direct, rate, gatewayWarmup); err != nil {
+		return p, err
+	}
+	if _, err := lg.openLoop(ctx, gw, rate, gatewayWarmup); err != nil {
+		return p, err
+	}
+	var dl, gl samples
+	for done := time.Duration(0); done < d; done += gatewaySlice {
+		s, err := lg.openLoop(ctx, direct, rate, gatewaySlice)
+		if err != nil {
+			return p, err
+		}
+		dl.add(s)
+		if s, err = lg.openLoop(ctx, gw, rate, gatewaySlice); err != nil {
+			return p, err
+		}
+		gl.add(s)
+	}
+	p.Direct, p.Gateway = dl.stats(), gl.stats()
+	p.overhead()
+	return p, nil
+}
+
+// samples are the latencies of calls, and which failed.
+type samples struct {
+	lat    []time.Duration
+	failed []bool
+}
+
+func (s *samples) add(o samples) {
+	s.lat = append(s.lat, o.lat...)
+	s.failed = append(s.failed, o.failed...)
+}
+
+func (s *samples) stats() latencyStats { return percentiles(s.lat, s.failed) }
+
+// openLoop starts calls at rate per second for d, whatever the answers'
+// pace (an open loop: a slow answer does not delay the next call).
+func (lg *loadGen) openLoop(ctx context.Context, c call, rate int, d time.Duration) (samples, error) {
+	n := int(d.Seconds() * float64(rate))
 	interval := time.Second / time.Duration(rate)
-	lat := make([]time.Duration, n)
-	failed := make([]bool, n)
+	s := samples{lat: make([]time.Duration, n), failed: make([]bool, n)}
 	sem := make(chan struct{}, gatewayMaxInFlight)
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	start := time.Now()
 	for i := range n {
 		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
@@ -397,20 +430,18 @@ func (lg *loadGen) openLoop(ctx context.Context, c call, rate int, d time.Durati
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			wg.Wait()
-			return latencyStats{}, ctx.Err()
+			return s, ctx.Err()
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			var err error
-			if lat[i], err = c(ctx); err != nil {
-				failed[i] = true
+			if s.lat[i], err = c(ctx); err != nil {
+				s.failed[i] = true
 				lg.fail(err)
 			}
 		})
 	}
-	wg.Wait()
-	return percentiles(lat[warm:], failed[warm:]), nil
+	return s, nil
 }
 
 // closedLoop runs workers clients, each calling back to back, for the
