@@ -31,11 +31,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/embedded"
 	"github.com/agentledger/ledger/internal/events"
@@ -48,18 +47,10 @@ import (
 	"github.com/agentledger/ledger/internal/topology"
 )
 
-// Exit codes.
-const (
-	exitOK    = 0
-	exitFail  = 1 // the command ran and the answer is "no" (drift, wait timed out)
-	exitUsage = 2 // bad flags, connection or I/O error, interrupted
-)
-
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	cli.Main(func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+		return command(ctx, args, stdout, stderr)
+	})
 }
 
 const usage = `usage: aggregator [run|report|wait|rebuild|verify] [flags]
@@ -81,7 +72,7 @@ Exit status: 0 ok, 1 the check failed, 2 usage or runtime error.
 Run 'aggregator <command> -h' for the flags of a command.
 `
 
-func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := "run"
 	switch {
 	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
@@ -103,34 +94,13 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = verifyCmd(ctx, args, stdout, stderr, replay.Options{})
 	case "help":
 		fmt.Fprint(stdout, usage)
-		return exitOK
+		return cli.ExitOK
 	default:
 		fmt.Fprintf(stderr, "aggregator: unknown command %q\n%s", cmd, usage)
-		return exitUsage
+		return cli.ExitUsage
 	}
-	var ex exitError
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.Is(err, flag.ErrHelp):
-		return exitOK
-	case errors.As(err, &ex):
-		if ex.msg != "" {
-			fmt.Fprintln(stderr, "aggregator:", ex.msg)
-		}
-		return ex.code
-	default:
-		fmt.Fprintln(stderr, "aggregator:", err)
-		return exitUsage
-	}
+	return cli.Report("aggregator", stderr, err)
 }
-
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e exitError) Error() string { return e.msg }
 
 // connFlags are the flags every subcommand shares: the nats CLI's
 // connection flags, the embedded server's, and the logging flags.
@@ -176,18 +146,6 @@ func (c *connFlags) open(name string) (*connect.Conn, error) {
 	return connect.Open(o)
 }
 
-// parseFlags parses a subcommand's flags: -h is flag.ErrHelp (exit 0), a
-// bad flag a usage error (exit 2; the flag package has said why).
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return exitError{code: exitUsage}
-	}
-	return nil
-}
-
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("aggregator "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -204,7 +162,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	dupWindow := fs.Duration("duplicate-window", 0, "duplicate window of LEDGER_ATTEMPTS when this process creates it (0: the default, 2m); warns when the existing stream's differs")
 	replicas := fs.Int("replicas", 0, "replicas of the streams and buckets this process creates, 1 to 5 (0: the default, 1); warns when existing ones differ")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (default: off)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	log, err := cf.logger()
@@ -300,7 +258,7 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	at := fs.String("at", "", "the ledger as it stood at this RFC 3339 time, recomputed from the stream")
 	atSeq := fs.Uint64("at-seq", 0, "the ledger as it stood at this stream sequence, recomputed from the stream")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	var point replay.Point
@@ -332,7 +290,7 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("--session: %s", fe.Rule)
 		}
 		if errors.Is(err, report.ErrNoSession) {
-			return exitError{code: exitFail, msg: err.Error()}
+			return cli.Failed(err)
 		}
 		return err
 	}
@@ -372,7 +330,7 @@ func waitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var cf connFlags
 	cf.register(fs)
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long (exit 1)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	conn, err := cf.open("ledger-wait")
@@ -384,7 +342,7 @@ func waitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer cancel()
 	applied, last, err := projection.WaitCaughtUp(ctx, conn.JS, 20*time.Millisecond)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return exitError{code: exitFail, msg: fmt.Sprintf("not caught up after %s: applied %d of %d", *timeout, applied, last)}
+		return cli.Failed(fmt.Errorf("not caught up after %s: applied %d of %d", *timeout, applied, last))
 	}
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/natstest"
@@ -27,7 +28,7 @@ func run(t *testing.T, args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	code := cli(ctx, args, &stdout, &stderr)
+	code := command(ctx, args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -98,7 +99,7 @@ func TestBugFixStory(t *testing.T) {
 
 	// verify: exit 1 with the exact per-session deltas.
 	code, out, stderr := run(t, "verify", "--nats-url", url, "--json", "--limit", "0")
-	require.Equal(t, exitFail, code, "stderr: %s", stderr)
+	require.Equal(t, cli.ExitFailed, code, "stderr: %s", stderr)
 	var d driftJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &d), out)
 	require.False(t, d.Identical)
@@ -125,7 +126,7 @@ func TestBugFixStory(t *testing.T) {
 
 	// The table says the same for people.
 	code, out, _ = run(t, "verify", "--nats-url", url)
-	require.Equal(t, exitFail, code)
+	require.Equal(t, cli.ExitFailed, code)
 	require.Contains(t, out, "KIND")
 	require.Contains(t, out, "usage.input_tokens")
 	require.Contains(t, out, "live minus recomputed: usage "+signed(overhead)+" tokens, billed 0 tokens")
@@ -141,13 +142,13 @@ func TestBugFixStory(t *testing.T) {
 		}
 	}()
 	code, out, stderr = run(t, "rebuild", "--nats-url", url, "--lease-ttl", "1s", "--batch", "17")
-	require.Equal(t, exitOK, code, "stderr: %s", stderr)
+	require.Equal(t, cli.ExitOK, code, "stderr: %s", stderr)
 	require.Contains(t, out, "rebuilt the ledger")
 	wg.Wait()
 	ledgertest.WaitCaughtUp(t, js)
 
 	code, out, stderr = run(t, "verify", "--nats-url", url)
-	require.Equal(t, exitOK, code, "out: %s\nstderr: %s", out, stderr)
+	require.Equal(t, cli.ExitOK, code, "out: %s\nstderr: %s", out, stderr)
 	require.Contains(t, out, ": identical")
 	reqs, sess := liveLedger(t, js)
 	require.Equal(t, all.Requests, reqs)
@@ -180,7 +181,7 @@ func TestReportAtAndErrors(t *testing.T) {
 		{"--at-seq", strconvU(cut)},
 	} {
 		code, out, stderr := run(t, append([]string{"report", "--nats-url", url, "--json"}, args...)...)
-		require.Equal(t, exitOK, code, stderr)
+		require.Equal(t, cli.ExitOK, code, stderr)
 		var l struct {
 			Total   projection.Totals `json:"total"`
 			Applied uint64            `json:"applied_seq"`
@@ -190,17 +191,17 @@ func TestReportAtAndErrors(t *testing.T) {
 		require.Equal(t, cut, l.Applied)
 	}
 	code, out, _ := run(t, "report", "--nats-url", url, "--at-seq", strconvU(info.State.LastSeq+1000))
-	require.Equal(t, exitOK, code)
+	require.Equal(t, cli.ExitOK, code)
 	require.Contains(t, out, "sess-0", "a point past the end is the whole stream")
 
 	code, _, stderr := run(t, "report", "--nats-url", url, "--at", "yesterday")
-	require.Equal(t, exitUsage, code)
+	require.Equal(t, cli.ExitUsage, code)
 	require.Contains(t, stderr, "--at")
 	code, _, stderr = run(t, "verify", "--nats-url", url, "--limit", "-1")
-	require.Equal(t, exitUsage, code)
+	require.Equal(t, cli.ExitUsage, code)
 	require.Contains(t, stderr, "--limit")
 	code, _, stderr = run(t, "verify", "--nats-url", "nats://127.0.0.1:1")
-	require.Equal(t, exitUsage, code, stderr)
+	require.Equal(t, cli.ExitUsage, code, stderr)
 }
 
 func strconvU(n uint64) string { return strconv.FormatUint(n, 10) }

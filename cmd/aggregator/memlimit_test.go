@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/projection"
@@ -58,7 +59,7 @@ func TestMemoryLimitPerCommand(t *testing.T) {
 	} {
 		debug.SetMemoryLimit(noLimit)
 		code, _, stderr := run(t, tt.args...)
-		require.Equal(t, exitOK, code, "%v: %s", tt.args, stderr)
+		require.Equal(t, cli.ExitOK, code, "%v: %s", tt.args, stderr)
 		require.Equal(t, tt.limit, debug.SetMemoryLimit(-1), "%v", tt.args)
 	}
 
@@ -67,7 +68,7 @@ func TestMemoryLimitPerCommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- cli(ctx, []string{"run", "--nats-url", url, "--lease-ttl", "300ms"}, os.Stdout, os.Stderr)
+		done <- command(ctx, []string{"run", "--nats-url", url, "--lease-ttl", "300ms"}, os.Stdout, os.Stderr)
 	}()
 	more := ledgertest.Generate(rand.New(rand.NewPCG(3, 4)), ledgertest.Spec{Sessions: 1, Calls: 3, Prefix: "more-", FirstEvent: 1000})
 	ledgertest.Publish(t, js, more.Messages)
@@ -76,7 +77,7 @@ func TestMemoryLimitPerCommand(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		require.Equal(t, exitOK, code)
+		require.Equal(t, cli.ExitOK, code)
 	case <-time.After(time.Minute):
 		t.Fatal("aggregator run did not stop")
 	}
@@ -90,5 +91,5 @@ func TestRunBatchDefaultIsTheLibrarys(t *testing.T) {
 	require.Contains(t, stderr, "-batch int")
 	require.Contains(t, stderr, "(default "+strconv.Itoa(projection.DefaultBatchSize)+")")
 	require.Equal(t, 20_000, projection.DefaultBatchSize)
-	require.Equal(t, exitOK, code, "-h is not an error")
+	require.Equal(t, cli.ExitOK, code, "-h is not an error")
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/progress"
 	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/topology"
@@ -25,7 +26,7 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err == flag.ErrHelp {
 			return err
 		}
-		return exitError{code: exitUsage}
+		return cli.Said
 	}
 	limitMemory()
 	conn, err := cf.open("ledger-rebuild")

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/topology"
@@ -88,7 +89,7 @@ func TestRunServesMetrics(t *testing.T) {
 	var stderr lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- cli(ctx, []string{"run", "--nats-url", srv.URL(), "--metrics-addr", addr, "--log-format", "json",
+		done <- command(ctx, []string{"run", "--nats-url", srv.URL(), "--metrics-addr", addr, "--log-format", "json",
 			"--duplicate-window", "10m"}, io.Discard, &stderr)
 	}()
 	base := "http://" + addr
@@ -120,7 +121,7 @@ func TestRunServesMetrics(t *testing.T) {
 	assert.Contains(t, text, "holding the lease")
 
 	cancel()
-	require.Equal(t, exitOK, <-done, stderr.String())
+	require.Equal(t, cli.ExitOK, <-done, stderr.String())
 	logs := stderr.String()
 	assert.Contains(t, logs, `"level":"WARN","msg":"LEDGER_ATTEMPTS has duplicate window 2m0s, not the 10m0s asked for`)
 	assert.Contains(t, logs, "nats stream edit LEDGER_ATTEMPTS --dupe-window 10m0s")
@@ -134,7 +135,7 @@ func TestRunMetricsAddrTaken(t *testing.T) {
 	require.NoError(t, err)
 	defer ln.Close()
 	code, _, stderr := run(t, "run", "--nats-url", "nats://127.0.0.1:1", "--metrics-addr", ln.Addr().String())
-	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, cli.ExitUsage, code)
 	assert.Contains(t, stderr, "--metrics-addr")
 }
 
@@ -142,16 +143,16 @@ func TestRunMetricsAddrTaken(t *testing.T) {
 // lists the subcommands.
 func TestSameFlagsEverywhere(t *testing.T) {
 	code, out, _ := run(t, "-h")
-	assert.Equal(t, exitOK, code)
+	assert.Equal(t, cli.ExitOK, code)
 	for _, sub := range []string{"run", "report", "wait", "rebuild", "verify"} {
 		assert.Contains(t, out, "  "+sub)
 		code, _, stderr := run(t, sub, "-h")
-		assert.Equal(t, exitOK, code, sub)
+		assert.Equal(t, cli.ExitOK, code, sub)
 		for _, f := range []string{"-nats-url", "-creds", "-nkey", "-tls-ca", "-tls-cert", "-tls-key", "-context", "-log-format"} {
 			assert.Contains(t, stderr, f, "%s -h lists %s", sub, f)
 		}
 	}
 	code, _, stderr := run(t, "wait", "--log-format", "xml", "--nats-url", "nats://127.0.0.1:1")
-	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, cli.ExitUsage, code)
 	assert.Contains(t, stderr, "--log-format")
 }

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"text/tabwriter"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/progress"
 	"github.com/agentledger/ledger/internal/replay"
 )
@@ -28,7 +29,7 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer, o r
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return exitError{code: exitUsage}
+		return cli.Said
 	}
 	if *limit < 0 {
 		return fmt.Errorf("--limit: %d must not be negative", *limit)
@@ -56,7 +57,7 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer, o r
 		return err
 	}
 	if !d.Identical() {
-		return exitError{code: exitFail}
+		return &cli.ExitError{Code: cli.ExitFailed}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/events"
@@ -31,11 +32,11 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 	o.Name, o.Logger = "ledger-gateway", logger
 	conn, err := connect.Open(o)
 	if err != nil {
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
 	fail := func(err error) (*ledgerConn, error) {
 		conn.Close()
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

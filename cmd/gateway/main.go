@@ -10,14 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentledger/ledger/internal/breaker"
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/gateway"
 	"github.com/agentledger/ledger/internal/logflag"
@@ -25,31 +24,11 @@ import (
 	"github.com/agentledger/ledger/internal/topology"
 )
 
-// Exit codes, the same as the other commands'.
-const (
-	exitOK     = 0
-	exitFailed = 1 // events undelivered
-	exitUsage  = 2 // bad flags, NATS unreachable, runtime error
-)
-
+// Exit statuses are those of package cli, the same for every command.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
-
-// exitError carries an exit status and its message.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func usageErr(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+	cli.Main(func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+		return command(ctx, args, stdout, stderr)
+	})
 }
 
 const usage = `usage: gateway [run] [flags]
@@ -61,34 +40,22 @@ http://ADDR/v1, Gemini http://ADDR. Set the SDK's own retries to 0.
 
 Run "gateway run -h" for the flags.`
 
-func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "run":
 			args = args[1:]
 		case "help", "-h", "-help", "--help":
 			fmt.Fprintln(stdout, usage)
-			return exitOK
+			return cli.ExitOK
 		default:
 			if args[0] != "" && args[0][0] != '-' {
 				fmt.Fprintf(stderr, "gateway: unknown command %q\n%s\n", args[0], usage)
-				return exitUsage
+				return cli.ExitUsage
 			}
 		}
 	}
-	err := run(ctx, args, stdout, stderr)
-	var ee *exitError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return exitOK
-	case errors.As(err, &ee):
-		if ee.err.Error() != "" {
-			fmt.Fprintln(stderr, "gateway:", ee.err)
-		}
-		return ee.code
-	}
-	fmt.Fprintln(stderr, "gateway:", err)
-	return exitUsage
+	return cli.Report("gateway", stderr, run(ctx, args, stdout, stderr))
 }
 
 // flags are the command's flags.
@@ -142,14 +109,11 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.topo.DuplicateWindow, "duplicate-window", 0, "with --create-stream: the stream's duplicate window (0: 2m)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait at the end for the stream to acknowledge the events")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long calls in flight may finish after SIGINT/SIGTERM before they are cut")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, &exitError{code: exitUsage, err: errors.New("")} // the flag package said why
+	if err := cli.Parse(fs, args); err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, usageErr("run takes no arguments, got %q", fs.Args())
+		return nil, cli.Usagef("run takes no arguments, got %q", fs.Args())
 	}
 	return f, f.validate()
 }
@@ -162,36 +126,36 @@ func (f *flags) validate() error {
 		f.conn.URL = nats.DefaultURL
 	}
 	if _, err := f.logs.New(io.Discard); err != nil {
-		return usageErr("%v", err)
+		return cli.Usagef("%v", err)
 	}
 	for p, u := range f.upstreams {
 		if _, err := gateway.ParseOrigin(*u); err != nil {
-			return usageErr("--%s-url: %v", p, err)
+			return cli.Usagef("--%s-url: %v", p, err)
 		}
 	}
 	if err := f.policy.Validate(); err != nil {
-		return usageErr("--max-retries / --retry-base-delay / --retry-max-delay / --hint-cap: %v", err)
+		return cli.Usagef("--max-retries / --retry-base-delay / --retry-max-delay / --hint-cap: %v", err)
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"--attempt-timeout", f.attemptTimeout}, {"--stream-idle-timeout", f.idleTimeout}, {"--breaker-cooldown", f.breakerCooldown}, {"--drain-timeout", f.drainTimeout}, {"--shutdown-timeout", f.shutdownTimeout}} {
 		if d.v <= 0 {
-			return usageErr("%s: %s must be positive", d.name, d.v)
+			return cli.Usagef("%s: %s must be positive", d.name, d.v)
 		}
 	}
 	switch {
 	case f.breakerThreshold < 1:
-		return usageErr("--breaker-threshold: %d must be at least 1", f.breakerThreshold)
+		return cli.Usagef("--breaker-threshold: %d must be at least 1", f.breakerThreshold)
 	case f.maxRequest < 1:
-		return usageErr("--max-request-bytes: %d must be positive", f.maxRequest)
+		return cli.Usagef("--max-request-bytes: %d must be positive", f.maxRequest)
 	case f.maxResponse < 1:
-		return usageErr("--max-response-bytes: %d must be positive", f.maxResponse)
+		return cli.Usagef("--max-response-bytes: %d must be positive", f.maxResponse)
 	case f.attemptsTTL < 0:
-		return usageErr("--attempt-numbers-ttl: %s must not be negative (0 keeps them forever)", f.attemptsTTL)
+		return cli.Usagef("--attempt-numbers-ttl: %s must not be negative (0 keeps them forever)", f.attemptsTTL)
 	}
 	if _, err := topology.AttemptsStreamConfig(f.topo); err != nil {
-		return usageErr("--replicas / --duplicate-window: %v", err)
+		return cli.Usagef("--replicas / --duplicate-window: %v", err)
 	}
 	return nil
 }
@@ -210,12 +174,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	gw, err := newGateway(f, ledger, logger)
 	if err != nil {
 		ledger.close(ctx, logger)
-		return &exitError{code: exitUsage, err: err}
+		return &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		ledger.close(ctx, logger)
-		return usageErr("--listen: %v", err)
+		return cli.Usagef("--listen: %v", err)
 	}
 	fmt.Fprintf(stdout, "gateway listening on http://%s\n", ln.Addr())
 	logger.Info("gateway: listening", "addr", ln.Addr().String(), "anthropic", *f.upstreams[gateway.Anthropic],
@@ -226,9 +190,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"events_acked", st.Acked, "events_undelivered", st.Undelivered)
 	switch {
 	case serveErr != nil:
-		return &exitError{code: exitUsage, err: serveErr}
+		return &cli.ExitError{Code: cli.ExitUsage, Err: serveErr}
 	case closeErr != nil || st.Undelivered > 0:
-		return &exitError{code: exitFailed, err: fmt.Errorf("%d event(s) undelivered: %v", st.Undelivered, closeErr)}
+		return cli.Failed(fmt.Errorf("%d event(s) undelivered: %v", st.Undelivered, closeErr))
 	}
 	return nil
 }

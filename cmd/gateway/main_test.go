@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
@@ -24,18 +26,19 @@ import (
 type syncBuffer struct {
 	mu   sync.Mutex
 	buf  bytes.Buffer
-	addr chan string
+	addr chan string // receives the address once (the field itself never changes)
+	sent bool
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.buf.Write(p)
-	if s.addr != nil {
+	if s.addr != nil && !s.sent {
 		if _, rest, ok := strings.Cut(s.buf.String(), "listening on "); ok {
 			if line, _, ok := strings.Cut(rest, "\n"); ok {
 				s.addr <- line
-				s.addr = nil
+				s.sent = true
 			}
 		}
 	}
@@ -66,20 +69,20 @@ func TestFlagsRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer
-		code := cli(context.Background(), tt.args, &out, &errb)
-		assert.Equal(t, exitUsage, code, "%v", tt.args)
+		code := command(context.Background(), tt.args, &out, &errb)
+		assert.Equal(t, cli.ExitUsage, code, "%v", tt.args)
 		assert.Contains(t, errb.String(), tt.want, "%v", tt.args)
 	}
 	var out bytes.Buffer
-	assert.Equal(t, exitOK, cli(context.Background(), []string{"-h"}, &out, io.Discard))
+	assert.Equal(t, cli.ExitOK, command(context.Background(), []string{"-h"}, &out, io.Discard))
 	assert.Contains(t, out.String(), "usage: gateway")
 }
 
 func TestNoStreamIsAUsageError(t *testing.T) {
 	srv, _, _ := natstest.StartJS(t)
 	var out, errb bytes.Buffer
-	code := cli(context.Background(), []string{"run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0"}, &out, &errb)
-	assert.Equal(t, exitUsage, code)
+	code := command(context.Background(), []string{"run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0"}, &out, &errb)
+	assert.Equal(t, cli.ExitUsage, code)
 	assert.Contains(t, errb.String(), "LEDGER_ATTEMPTS does not exist")
 }
 
@@ -101,7 +104,7 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 	errb := &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- cli(ctx, []string{"run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0", "--create-stream",
+		done <- command(ctx, []string{"run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0", "--create-stream",
 			"--anthropic-url", fp.URL(), "--openai-url", fp.URL(), "--gemini-url", "http://127.0.0.1:1",
 			"--forward-ledger-headers", "--retry-base-delay", "1ms", "--log-level", "debug", "--log-format", "json"}, out, errb)
 	}()
@@ -128,7 +131,11 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 		return resp
 	}
 	for i := range 6 {
-		resp := post("/v1/messages", `{"model":"claude-x","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "X-Api-Key", leakKey)
+		// Named requests: the fake provider's faults are a function of
+		// the IDs, so these calls' 429s are the same on every run (and
+		// within the retries).
+		resp := post("/v1/messages", `{"model":"claude-x","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "X-Api-Key", leakKey,
+			"X-Ledger-Request-Id", fmt.Sprintf("cmd-call-%d", i))
 		assert.Equal(t, 200, resp.StatusCode, "call %d", i)
 		assert.NotEmpty(t, resp.Header.Get("X-Ledger-Request-Id"))
 	}
@@ -140,7 +147,7 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		require.Equal(t, exitOK, code, errb.String())
+		require.Equal(t, cli.ExitOK, code, errb.String())
 	case <-time.After(60 * time.Second):
 		t.Fatal("the gateway did not stop")
 	}
