@@ -92,7 +92,7 @@ type Config struct {
 	// Apply merges an accepted event into a request record; nil selects
 	// (*Request).Apply. It is a seam for tests that replay a stream
 	// projected by a deliberately wrong version of the code.
-	Apply func(r *Request, ev *events.Attempt) bool
+	Apply ApplyFunc
 	// Observer, when set, is told of every committed batch and every
 	// recorded rejection, for metrics.
 	Observer Observer

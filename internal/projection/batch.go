@@ -170,7 +170,8 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 	for i := range items {
 		it := &items[i]
 		w := reqs[it.ev.RequestID]
-		if w.rec.Conflicts(it.ev) {
+		ok, changed := Fold(w.rec, it.ev, b.agg.cfg.Apply)
+		if !ok {
 			// The body was dropped when the event was accepted; the
 			// contract records it byte for byte, so it is read back.
 			m, err := b.res.stream.GetMsg(ctx, it.seq)
@@ -185,7 +186,7 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 			})
 			continue
 		}
-		if b.agg.cfg.Apply(w.rec, it.ev) {
+		if changed {
 			w.changed = true
 		}
 	}

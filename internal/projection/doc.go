@@ -18,6 +18,12 @@
 // (Request.Contribution), and that sum is where at-least-once delivery
 // bites: a sum is not idempotent.
 //
+// Fold is the one place where an accepted event meets a record (the
+// session-ownership check, then the merge). The aggregator's batches, the
+// in-memory replay behind `report --at` and `aggregator verify` all call
+// it, so a rule changed there changes everywhere at once, and verify
+// compares the live ledger with the same fold, not a second copy of it.
+//
 // # Exactly once across two buckets
 //
 // Two KV buckets cannot be written in one transaction. A crash between the

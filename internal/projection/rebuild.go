@@ -20,7 +20,7 @@ type RebuildConfig struct {
 	Topology topology.Config
 	// Apply is the merge of the code doing the rebuild; nil is the
 	// current (*Request).Apply.
-	Apply func(r *Request, ev *events.Attempt) bool
+	Apply ApplyFunc
 	// LeaseTTL must match the live aggregators'. Default 10s.
 	LeaseTTL time.Duration
 	// BatchSize of the scratch projection. Default: Config.BatchSize.

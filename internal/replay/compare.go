@@ -37,7 +37,7 @@ func (v *verifier) compareFinished(ctx context.Context, r *openReq, atP *project
 		st := cloneRequest(r.rec)
 		err := nextBySubject(ctx, v.nc, events.AttemptsStream, events.Subject(owner, id), v.target+1, seq, func(m rawMsg) bool {
 			if ev, err := projection.Accept(m.subject, m.data); err == nil {
-				v.apply(st, ev)
+				projection.Fold(st, ev, v.apply)
 			}
 			return true
 		})

@@ -170,9 +170,7 @@ func (v *verifier) newRequest(ctx context.Context, id string, seq uint64) (*proj
 		if re == nil {
 			re = projection.NewRequest(ev.RequestID, ev.SessionID)
 		}
-		if !re.Conflicts(ev) {
-			v.apply(re, ev)
-		}
+		projection.Fold(re, ev, v.apply)
 		return true
 	})
 	return re, err

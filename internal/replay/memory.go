@@ -3,7 +3,6 @@ package replay
 import (
 	"sort"
 
-	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -12,18 +11,15 @@ import (
 // the events applied so far, in stream order. It is not safe for
 // concurrent use.
 type Memory struct {
-	apply    func(*projection.Request, *events.Attempt) bool
+	apply    projection.ApplyFunc
 	requests map[string]*projection.Request
 	sessions map[string]*projection.Totals
 	seq      uint64
 }
 
-// NewMemory returns an empty projection. apply merges an accepted event
-// into a request record; nil selects the current (*projection.Request).Apply.
-func NewMemory(apply func(*projection.Request, *events.Attempt) bool) *Memory {
-	if apply == nil {
-		apply = (*projection.Request).Apply
-	}
+// NewMemory returns an empty projection that folds events by apply
+// (projection.Fold; nil: the current (*projection.Request).Apply).
+func NewMemory(apply projection.ApplyFunc) *Memory {
 	return &Memory{apply: apply, requests: map[string]*projection.Request{}, sessions: map[string]*projection.Totals{}}
 }
 
@@ -43,11 +39,12 @@ func (m *Memory) Apply(seq uint64, subject string, data []byte) bool {
 		r = projection.NewRequest(ev.RequestID, ev.SessionID)
 		m.requests[ev.RequestID] = r
 	}
-	if r.Conflicts(ev) {
+	before := r.Contribution()
+	ok, changed := projection.Fold(r, ev, m.apply)
+	if !ok {
 		return false
 	}
-	before := r.Contribution()
-	if m.apply(r, ev) {
+	if changed {
 		s := m.sessions[r.SessionID]
 		if s == nil {
 			s = &projection.Totals{}

@@ -173,11 +173,10 @@ func (v *verifier) applyAll(b *batch, old map[string]string) ([]*openReq, error)
 			if r == nil {
 				return nil, fmt.Errorf("%w: request %q at sequence %d is neither new nor known", projection.ErrInvariant, id, m.seq)
 			}
-			if r.rec.Conflicts(m.ev) {
+			if !v.fold(r, m.seq, m.ev) {
 				rej = conflictOf(m)
 				break
 			}
-			v.applyTo(r, m.seq, m.ev)
 			touch(r)
 		}
 		if err := v.rej.at(m.seq, rej); err != nil {
@@ -204,18 +203,20 @@ func conflictOf(m *scanned) *rejection {
 	return r
 }
 
-// applyTo merges an accepted event into a request in progress. Past the
+// fold folds an accepted event into a request in progress
+// (projection.Fold), reporting false for a session conflict. Past the
 // checkpoint it keeps the request as it stood at the checkpoint and the
 // events after it, so that the request can be compared at any sequence up
 // to the target.
-func (v *verifier) applyTo(r *openReq, seq uint64, ev *events.Attempt) {
-	if seq > v.p {
-		if r.base == nil {
-			r.base = cloneRequest(r.rec)
-		}
+func (v *verifier) fold(r *openReq, seq uint64, ev *events.Attempt) bool {
+	if seq > v.p && r.base == nil {
+		r.base = cloneRequest(r.rec)
+	}
+	ok, _ := projection.Fold(r.rec, ev, v.apply)
+	if ok && seq > v.p {
 		r.post = append(r.post, postEvent{seq: seq, ev: ev})
 	}
-	v.apply(r.rec, ev)
+	return ok
 }
 
 // stateAt returns the request as it stood at sequence s (p <= s <= target).
@@ -228,7 +229,7 @@ func (v *verifier) stateAt(r *openReq, s uint64) *projection.Request {
 		if pe.seq > s {
 			break
 		}
-		v.apply(st, pe.ev)
+		projection.Fold(st, pe.ev, v.apply)
 	}
 	return st
 }

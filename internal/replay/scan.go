@@ -15,7 +15,7 @@ import (
 type Options struct {
 	// Apply is the merge to replay under; nil is the current
 	// (*projection.Request).Apply. It is a seam for tests.
-	Apply func(r *projection.Request, ev *events.Attempt) bool
+	Apply projection.ApplyFunc
 	// Progress, when set, is called now and then with the stream sequence
 	// reached and the last one the replay will read.
 	Progress func(done, total uint64)

@@ -121,7 +121,7 @@ type verifier struct {
 	nc     *nats.Conn
 	o      Options
 	lim    limits
-	apply  func(*projection.Request, *events.Attempt) bool
+	apply  projection.ApplyFunc
 	p      uint64 // the live checkpoint read at the start
 	target uint64 // the replay goes this far: p, or the newest late session
 	c      *diffs
@@ -177,9 +177,6 @@ func Verify(ctx context.Context, js jetstream.JetStream, o Options) (*Drift, err
 	d := &Drift{Checkpoint: p}
 	v := &verifier{js: js, nc: js.Conn(), o: o, lim: o.limits(), apply: o.Apply, p: p,
 		c: &diffs{d: d, limit: o.MaxDiffs}, scratch: newScratch(js)}
-	if v.apply == nil {
-		v.apply = (*projection.Request).Apply
-	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		_ = v.scratch.close(cctx)
