@@ -559,7 +559,7 @@ func TestDoNonRetryableFailuresDoNotOpenTheCircuit(t *testing.T) {
 		})
 		require.ErrorIs(t, err, context.Canceled)
 	}
-	assert.Equal(t, breaker.Closed, h.m.breakers.group.Get("anthropic/claude-test").State())
+	assert.Equal(t, breaker.Closed, h.m.guards.set.Get("anthropic/claude-test").Breaker().State())
 	// A success resets the count of retryable failures.
 	for range 4 {
 		_, _ = Do(context.Background(), h.m, testCall, (&scripted{steps: []step{{err: statusErr(500, 0)}}}).fn)
@@ -569,7 +569,7 @@ func TestDoNonRetryableFailuresDoNotOpenTheCircuit(t *testing.T) {
 	for range 4 {
 		_, _ = Do(context.Background(), h.m, testCall, (&scripted{steps: []step{{err: statusErr(500, 0)}}}).fn)
 	}
-	assert.Equal(t, breaker.Closed, h.m.breakers.group.Get("anthropic/claude-test").State())
+	assert.Equal(t, breaker.Closed, h.m.guards.set.Get("anthropic/claude-test").Breaker().State())
 }
 
 func TestDoInvalidCall(t *testing.T) {
