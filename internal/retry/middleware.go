@@ -763,3 +763,6 @@ func (c *guardCache) get(call *Call) *guard.Guard {
 	c.mu.Unlock()
 	return g
 }
+
+// Guards returns the middleware's guards.
+func (m *Middleware) Guards() *guard.Set { return m.guards.set }
