@@ -2,27 +2,28 @@ package guard
 
 import "time"
 
-// budgetSlots is the number of slots of a budget's sliding window.
-const budgetSlots = 12
+// BudgetSlots is the number of slots of a budget's sliding window: a
+// window of one minute counts in slots of five seconds.
+const BudgetSlots = 12
 
 // window counts first attempts and retries over a sliding window of
-// budgetSlots slots. Not safe for concurrent use.
+// BudgetSlots slots. Not safe for concurrent use.
 type window struct {
 	slot    time.Duration
-	number  [budgetSlots]int64 // the slot number each position holds
-	first   [budgetSlots]int64
-	retries [budgetSlots]int64
+	number  [BudgetSlots]int64 // the slot number each position holds
+	first   [BudgetSlots]int64
+	retries [BudgetSlots]int64
 }
 
-func newWindow(w time.Duration) window { return window{slot: max(w/budgetSlots, time.Millisecond)} }
+func newWindow(w time.Duration) window { return window{slot: max(w/BudgetSlots, time.Millisecond)} }
 
 // position returns the position of now's slot, emptied if it held an
 // older slot.
 func (w *window) position(now time.Time) int {
 	n := now.UnixNano() / int64(w.slot)
-	i := int(n % budgetSlots)
+	i := int(n % BudgetSlots)
 	if i < 0 {
-		i += budgetSlots
+		i += BudgetSlots
 	}
 	if w.number[i] != n {
 		w.number[i], w.first[i], w.retries[i] = n, 0, 0
@@ -37,8 +38,8 @@ func (w *window) addRetry(now time.Time) { w.retries[w.position(now)]++ }
 // sums returns the first attempts and retries of the window ending at now.
 func (w *window) sums(now time.Time) (first, retries int64) {
 	n := now.UnixNano() / int64(w.slot)
-	for i := range budgetSlots {
-		if k := w.number[i]; k > n-budgetSlots && k <= n {
+	for i := range BudgetSlots {
+		if k := w.number[i]; k > n-BudgetSlots && k <= n {
 			first += w.first[i]
 			retries += w.retries[i]
 		}
