@@ -106,6 +106,7 @@ func (u *upstream) Reserve(now time.Time, cost guard.Cost) (time.Duration, *guar
 	}
 	burst := u.params.Burst
 	extra := u.allow.chunk(lim, cost, burst, u.f.Processes(), now)
+	seen := u.seen
 	u.mu.Unlock()
 
 	var (
@@ -117,7 +118,7 @@ func (u *upstream) Reserve(now time.Time, cost guard.Cost) (time.Duration, *guar
 	defer cancel()
 	_, _, err := cas(ctx, u.f, key(kindCapacity, u.name), &u.cap, &u.mu, (*capacityRecord).valid,
 		func(cur capacityRecord, exists bool) (capacityRecord, bool, error) {
-			next := refill(cur, exists, lim, burst, now)
+			next := refill(cur, exists, lim, burst, now, &seen)
 			wait, grant = 0, guard.Cost{}
 			for d := range guard.NumDims {
 				if lim[d] <= 0 {
@@ -160,18 +161,26 @@ func (u *upstream) Reserve(now time.Time, cost guard.Cost) (time.Duration, *guar
 	return 0, nil, nil
 }
 
+// remainingSeen is what the provider last said remained of each
+// dimension, and when.
+type remainingSeen struct {
+	at    [guard.NumDims]tokenbucket.Bucket
+	valid [guard.NumDims]bool
+}
+
 // refill is the capacity record brought forward to now under lim: a new
-// dimension (or a new record) starts full, a refill is capped at the
+// dimension (or a new record) starts from what the provider last said
+// remained (full when it said nothing), a refill is capped at the
 // capacity.
-func refill(cur capacityRecord, exists bool, lim guard.Limits, burst time.Duration, now time.Time) capacityRecord {
+func refill(cur capacityRecord, exists bool, lim guard.Limits, burst time.Duration, now time.Time, seen *remainingSeen) capacityRecord {
 	next := capacityRecord{V: recordVersion, At: now}
 	for d := range guard.NumDims {
 		if lim[d] <= 0 {
 			continue
 		}
 		l := tokenbucket.Limit{PerMinute: float64(lim[d]), Burst: burst}
-		if !exists || cur.Levels[d] == 0 && cur.At.IsZero() {
-			next.Levels[d] = l.Capacity()
+		if !exists {
+			next.Levels[d] = guard.Start(l, now, seen.at[d], seen.valid[d]).Level
 			continue
 		}
 		b := tokenbucket.Bucket{Level: cur.Levels[d], At: cur.At}.Refilled(l, now)
@@ -228,6 +237,11 @@ func (u *upstream) Observe(now time.Time, o guard.SharedObservation) {
 	if !o.HoldUntil.IsZero() && u.holdLocked(o.HoldUntil) == nil {
 		h := holdRecord{V: recordVersion, Until: o.HoldUntil, Reason: o.HoldWhy, By: u.f.opts.Process, At: now}
 		u.localHold, u.pend.hold, dirty = h, &h, true
+	}
+	for d := range guard.NumDims {
+		if o.Headers.HasRemaining[d] {
+			u.seen.at[d], u.seen.valid[d] = tokenbucket.Bucket{Level: float64(o.Headers.Remaining[d]), At: now}, true
+		}
 	}
 	if u.remainingLowerLocked(now, &o.Headers) {
 		dirty = true
@@ -315,7 +329,7 @@ func (u *upstream) writeCapFix(ctx context.Context, fix capFix) error {
 			if !exists {
 				return cur, false, nil
 			}
-			next := refill(cur, exists, lim, burst, now)
+			next := refill(cur, exists, lim, burst, now, &remainingSeen{})
 			lowered := false
 			for d := range guard.NumDims {
 				if lim[d] > 0 && fix.set[d] && fix.level[d] < next.Levels[d] {

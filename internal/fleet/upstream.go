@@ -27,8 +27,9 @@ type upstream struct {
 	cap    mirror[capacityRecord]
 	bud    mirror[budgetRecord]
 
-	learned   guard.Limits // the limits this process's own responses said
-	localHold holdRecord   // a hold this process asked for, until the watcher echoes it
+	learned   guard.Limits  // the limits this process's own responses said
+	seen      remainingSeen // what they said remained
+	localHold holdRecord    // a hold this process asked for, until the watcher echoes it
 	allow     allowance
 	pend      pending
 	firsts    map[int64]int64 // first attempts not yet written, by budget slot

@@ -256,7 +256,7 @@ func (g *Guard) Settle(res *Reservation, o Outcome) {
 	if res.where == reservedLocal {
 		g.lim.adjust(res.cost, actual)
 	}
-	g.lim.observe(&obs)
+	g.lim.observe(&obs, now)
 	if !hold.IsZero() {
 		g.lim.holdUntil(hold, why)
 	}

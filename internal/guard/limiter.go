@@ -15,6 +15,10 @@ type limiter struct {
 	started [NumDims]bool
 	hold    time.Time // no attempt before it
 	holdWhy string
+	// remaining is what the provider last said remains, before a
+	// bucket started: the bucket starts from it rather than full.
+	remaining [NumDims]tokenbucket.Bucket
+	seen      [NumDims]bool
 }
 
 // bucketLimit is the limit of dimension d: l's, divided by share.
@@ -39,7 +43,7 @@ func (l *limiter) reserve(now time.Time, lim Limits, share int, burst time.Durat
 		}
 		bl := bucketLimit(lim, d, share, burst)
 		if !l.started[d] {
-			l.buckets[d], l.started[d] = tokenbucket.Full(bl, now), true
+			l.buckets[d], l.started[d] = Start(bl, now, l.remaining[d], l.seen[d]), true
 		}
 		l.buckets[d] = l.buckets[d].Refilled(bl, now)
 		if w := l.buckets[d].Wait(bl, cost[d]); w > wait {
@@ -69,15 +73,33 @@ func (l *limiter) adjust(reserved, actual Cost) {
 
 // observe learns the limits the headers say and lowers each bucket to what
 // the provider says remains, when that is less.
-func (l *limiter) observe(o *Observed) {
+func (l *limiter) observe(o *Observed, now time.Time) {
 	for d := range NumDims {
 		if o.Limit[d] > 0 {
 			l.learned[d] = o.Limit[d]
 		}
-		if o.HasRemaining[d] && l.started[d] && float64(o.Remaining[d]) < l.buckets[d].Level {
-			l.buckets[d].Level = float64(o.Remaining[d])
+		if !o.HasRemaining[d] {
+			continue
+		}
+		r := float64(o.Remaining[d])
+		switch {
+		case !l.started[d]:
+			l.remaining[d], l.seen[d] = tokenbucket.Bucket{Level: r, At: now}, true
+		case r < l.buckets[d].Level:
+			l.buckets[d].Level = r
 		}
 	}
+}
+
+// Start is the bucket of a limit that starts being kept at now: what the
+// provider said remained (refilled since), when it said so, else full.
+func Start(l tokenbucket.Limit, now time.Time, remaining tokenbucket.Bucket, seen bool) tokenbucket.Bucket {
+	if !seen {
+		return tokenbucket.Full(l, now)
+	}
+	b := remaining.Refilled(l, now)
+	b.At = now
+	return b
 }
 
 // holdUntil holds the upstream until t, unless it is held longer already.
