@@ -117,6 +117,9 @@ type Config struct {
 	// Shard, when Count is set, gives this fleet the sessions i with
 	// i % Count == Index only: one process of a fleet of Count.
 	Shard Shard
+	// Think is how long an agent waits after each call before the next:
+	// its demand. Zero: none, an agent calls as fast as it can.
+	Think time.Duration
 	// Logger receives the events the sink refused and the fleet's own
 	// records. Nil discards them.
 	Logger *slog.Logger
@@ -187,6 +190,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, &ConfigError{Field: "CallsPerSession", Rule: fmt.Sprintf("is %d; it must be from 1 to %d", c.CallsPerSession, MaxCallsPerSession)}
 	case c.Sink == nil:
 		return c, &ConfigError{Field: "Sink", Rule: "is nil; it is required"}
+	case c.Think < 0:
+		return c, &ConfigError{Field: "Think", Rule: fmt.Sprintf("is %s; it must not be negative", c.Think)}
 	case c.Shard.Count < 0 || c.Shard.Count > MaxAgents || c.Shard.Index < 0 || c.Shard.Count > 0 && c.Shard.Index >= c.Shard.Count:
 		return c, &ConfigError{Field: "Shard", Rule: fmt.Sprintf("is %d of %d; it must be from 0 to Count-1, Count at most %d", c.Shard.Index, c.Shard.Count, MaxAgents)}
 	}

@@ -161,6 +161,19 @@ func (f *Fleet) Run(ctx context.Context) (*Result, error) {
 	return res, ctx.Err()
 }
 
+// think waits Config.Think, or until ctx ends.
+func (f *Fleet) think(ctx context.Context) {
+	if f.cfg.Think <= 0 {
+		return
+	}
+	t := time.NewTimer(f.cfg.Think)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
 // session runs the calls of session i one after the other.
 func (f *Fleet) session(ctx context.Context, mw *retry.Middleware, callers map[string]caller, i int) {
 	provider := f.cfg.Providers[i%len(f.cfg.Providers)]
@@ -177,6 +190,7 @@ func (f *Fleet) session(ctx context.Context, mw *retry.Middleware, callers map[s
 			return struct{}{}, rep, err
 		})
 		f.callsDone.Add(1)
+		f.think(ctx)
 		if err == nil {
 			f.callsSucceeded.Add(1)
 			continue
