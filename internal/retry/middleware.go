@@ -465,6 +465,18 @@ func (r *run) done(res breaker.Result, o guard.Outcome) {
 	}
 }
 
+// breakerResult is what a failed attempt classified as c tells the
+// breaker: a retryable failure counts against the upstream's health,
+// except a rate limit, which says the caller exceeds its quota of a
+// healthy upstream (the rate limiter's business: it holds the upstream
+// until the hint); anything else says nothing about it.
+func breakerResult(c *Classification) breaker.Result {
+	if c.Retryable && c.Kind != events.KindRateLimit {
+		return breaker.Failure
+	}
+	return breaker.Ignore
+}
+
 // rejectOpen records attempt n, which the breaker rejected with err.
 func (r *run) rejectOpen(n int, err error) error {
 	c := Classification{Kind: events.KindCircuitOpen, Message: Truncate(err.Error())}
@@ -535,11 +547,7 @@ func (r *run) finish(a Attempt, rep Report, err error) (time.Duration, error) {
 	if o.Header == nil {
 		o.Header = rep.Header
 	}
-	if c.Retryable {
-		r.done(breaker.Failure, o)
-	} else {
-		r.done(breaker.Ignore, o)
-	}
+	r.done(breakerResult(&c), o)
 	wait, reason, cause := r.next(a.Number, &c, now)
 	if perr != nil {
 		wait, reason, cause = 0, StopPanicked, perr
