@@ -543,7 +543,10 @@ func TestDoCircuitOpensMidCall(t *testing.T) {
 
 func TestDoNonRetryableFailuresDoNotOpenTheCircuit(t *testing.T) {
 	h := newHarness(t, func(o *Options) { o.Policy.MaxRetries = 0 })
-	errs := []error{statusErr(400, 0), statusErr(401, 0), statusErr(402, 0), statusErr(404, 0), errors.New("other")}
+	// Nor do 429s, retryable as they are: the upstream is healthy, the
+	// caller over its quota (the guards' rate limits hold it).
+	errs := []error{statusErr(400, 0), statusErr(401, 0), statusErr(402, 0), statusErr(404, 0), errors.New("other"),
+		statusErr(429, 0, "retry-after", "0")}
 	for range 3 {
 		for _, e := range errs {
 			_, err := Do(context.Background(), h.m, testCall, (&scripted{steps: []step{{err: e}}}).fn)
