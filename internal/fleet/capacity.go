@@ -106,7 +106,7 @@ func (u *upstream) Reserve(now time.Time, cost guard.Cost) (time.Duration, *guar
 	}
 	burst := u.params.Burst
 	extra := u.allow.chunk(lim, cost, burst, u.f.Processes(), now)
-	seen := u.seen
+	seen, est := u.seen, u.est
 	u.mu.Unlock()
 
 	var (
@@ -137,6 +137,9 @@ func (u *upstream) Reserve(now time.Time, cost guard.Cost) (time.Duration, *guar
 					grant[d] = need[d] + min(max(next.Levels[d]-need[d], 0), extra[d])
 					next.Levels[d] -= grant[d]
 				}
+			}
+			if est.Known() {
+				next.Est = dimsOf[float64](est.Cost())
 			}
 			next.By = u.f.opts.Process
 			return next, true, nil
@@ -171,9 +174,12 @@ type remainingSeen struct {
 // refill is the capacity record brought forward to now under lim: a new
 // dimension (or a new record) starts from what the provider last said
 // remained (full when it said nothing), a refill is capped at the
-// capacity.
+// capacity, and at what the provider last told this process remained,
+// refilled since (an upper bound of what it has: whatever the fleet's
+// record missed, such as the attempts its processes made while they
+// decided alone, the provider has counted).
 func refill(cur capacityRecord, exists bool, lim guard.Limits, burst time.Duration, now time.Time, seen *remainingSeen) capacityRecord {
-	next := capacityRecord{V: recordVersion, At: now}
+	next := capacityRecord{V: recordVersion, At: now, Est: cur.Est}
 	for d := range guard.NumDims {
 		if lim[d] <= 0 {
 			continue
@@ -185,6 +191,9 @@ func refill(cur capacityRecord, exists bool, lim guard.Limits, burst time.Durati
 		}
 		b := tokenbucket.Bucket{Level: cur.Levels[d], At: cur.At}.Refilled(l, now)
 		next.Levels[d] = b.Level
+		if seen.valid[d] {
+			next.Levels[d] = min(b.Level, guard.Start(l, now, seen.at[d], true).Level)
+		}
 		if b.At.After(next.At) {
 			next.At = b.At // a writer whose clock is ahead: keep its time
 		}
@@ -224,6 +233,9 @@ func (u *upstream) Observe(now time.Time, o guard.SharedObservation) {
 		for d := range guard.NumDims {
 			u.allow.have[d] += o.Cost[d] - o.Actual[d]
 		}
+	}
+	if o.Actual[guard.Requests] > 0 && o.Actual[guard.Tokens] > 0 {
+		u.est.Add(o.Actual) // an attempt that used tokens (not a 503's nothing)
 	}
 	dirty := false
 	for d := range guard.NumDims {
@@ -340,4 +352,19 @@ func (u *upstream) writeCapFix(ctx context.Context, fix capFix) error {
 			return next, lowered, nil
 		})
 	return err
+}
+
+// Estimate implements guard.SharedUpstream: this process's estimate once
+// its attempts gave it one, else the one the fleet's capacity record
+// carries.
+func (u *upstream) Estimate() (guard.Cost, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.est.Known() {
+		return u.est.Cost(), true
+	}
+	if u.cap.ok && u.cap.rec.Est[guard.Requests] > 0 {
+		return guard.Cost(u.cap.rec.Est), true
+	}
+	return guard.Cost{}, false
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/tokenbucket"
 )
 
 // The retry budget holds for the fleet: processes that each fail every
@@ -189,4 +190,44 @@ func TestCapacityTakenInChunks(t *testing.T) {
 	writes := a.fleet.Stats().Writes - before
 	t.Logf("%d calls took capacity in %d writes", calls, writes)
 	assert.Less(t, writes, uint64(calls/5), "at most one write per five calls")
+}
+
+// The fleet's buckets hold no more than the provider last said remained
+// (refilled since): what they missed, such as the attempts of processes
+// that decided alone for a while, the provider counted.
+func TestRefillCappedByWhatTheProviderSaid(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	lim := guard.Limits{guard.Requests: 600} // a bucket of 10, 10 a second
+	cur := capacityRecord{V: recordVersion, At: now.Add(-time.Minute), Est: dimsOf[float64]{1, 900}}
+	var seen remainingSeen
+	next := refill(cur, true, lim, time.Second, now, &seen)
+	assert.Equal(t, 10.0, next.Levels[guard.Requests], "full after a minute")
+	assert.Equal(t, cur.Est, next.Est, "the estimate carries over")
+	seen.at[guard.Requests] = tokenbucket.Bucket{Level: 2, At: now.Add(-100 * time.Millisecond)}
+	seen.valid[guard.Requests] = true
+	next = refill(cur, true, lim, time.Second, now, &seen)
+	assert.InDelta(t, 3.0, next.Levels[guard.Requests], 1e-9, "2 said remaining 100 ms ago, plus 1 refilled")
+}
+
+// A process whose own attempts have not yet told it their cost reserves
+// the estimate another process wrote with the capacity it took.
+func TestEstimateSharedByTheFleet(t *testing.T) {
+	srv := natstest.Start(t)
+	clk := newTestClock()
+	pc := procConfig{guards: guard.Config{RateLimits: true, Limits: map[string]guard.Limits{upstreamKey: {guard.InputTokens: 600000}}}}
+	a := startProc(t, srv.URL(), clk, "proc-a", pc)
+	b := startProc(t, srv.URL(), clk, "proc-b", pc)
+	_, known := b.fleet.upstream(upstreamKey).Estimate()
+	require.False(t, known)
+	for range 2 { // the second takes capacity, writing a's estimate
+		res, wait, lerr := a.guard().Reserve()
+		require.Zero(t, wait, "%v", lerr)
+		a.guard().Settle(&res, guard.Outcome{Made: true, Success: true, Usage: events.Usage{InputTokens: 800, OutputTokens: 100}})
+	}
+	var est guard.Cost
+	eventually(t, "b sees a's estimate", func() bool {
+		est, known = b.fleet.upstream(upstreamKey).Estimate()
+		return known
+	})
+	assert.Equal(t, guard.Cost{guard.Requests: 1, guard.InputTokens: 800, guard.OutputTokens: 100, guard.Tokens: 900}, est)
 }

@@ -64,8 +64,11 @@ type holdRecord struct {
 type capacityRecord struct {
 	V      int             `json:"v"`
 	Levels dimsOf[float64] `json:"levels"`
-	At     time.Time       `json:"at"`
-	By     string          `json:"by"`
+	// Est is the estimated cost of one attempt (a mean of the actual
+	// costs of made attempts) of the last writer that knew one.
+	Est dimsOf[float64] `json:"est"`
+	At  time.Time       `json:"at"`
+	By  string          `json:"by"`
 }
 
 // budgetRecord counts the first attempts and retries of the budget's
@@ -157,6 +160,11 @@ func (r *holdRecord) valid() bool { return r.V == recordVersion }
 func (r *capacityRecord) valid() bool {
 	for _, v := range r.Levels {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	for _, v := range r.Est {
+		if !(v >= 0) || math.IsInf(v, 0) {
 			return false
 		}
 	}

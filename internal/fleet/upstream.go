@@ -31,6 +31,7 @@ type upstream struct {
 	seen      remainingSeen // what they said remained
 	localHold holdRecord    // a hold this process asked for, until the watcher echoes it
 	allow     allowance
+	est       guard.Estimate // of this process's made attempts
 	pend      pending
 	firsts    map[int64]int64 // first attempts not yet written, by budget slot
 	dirty     bool

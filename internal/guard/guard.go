@@ -90,7 +90,7 @@ type Guard struct {
 	mu     sync.Mutex
 	lim    limiter
 	budget window
-	est    estimate
+	est    Estimate
 }
 
 // Key is the upstream's key.
@@ -181,8 +181,13 @@ func (g *Guard) Reserve() (Reservation, time.Duration, *LimitError) {
 	}
 	now := g.set.cfg.Now()
 	g.mu.Lock()
-	cost := g.est.cost()
+	cost, known := g.est.Cost(), g.est.Known()
 	g.mu.Unlock()
+	if !known && g.shared != nil {
+		if c, ok := g.shared.Estimate(); ok {
+			cost = c
+		}
+	}
 	if g.sharedOK() {
 		wait, lerr, err := g.shared.Reserve(now, cost)
 		if err == nil {
@@ -251,7 +256,7 @@ func (g *Guard) Settle(res *Reservation, o Outcome) {
 	}
 	g.mu.Lock()
 	if o.Success {
-		g.est.add(o.Usage)
+		g.est.Add(costOf(o.Usage))
 	}
 	if res.where == reservedLocal {
 		g.lim.adjust(res.cost, actual)
@@ -336,30 +341,4 @@ func (g *Guard) Retry() error {
 	}
 	g.budget.addRetry(now)
 	return nil
-}
-
-// estimate is the expected usage of an attempt of one upstream: an
-// exponentially weighted mean of the successful attempts' usage.
-type estimate struct {
-	in, out float64
-	n       int
-}
-
-// estimateWeight is the weight of the newest attempt in the estimate.
-const estimateWeight = 0.2
-
-func (e *estimate) add(u events.Usage) {
-	in, out := float64(u.InputTokens), float64(u.OutputTokens)
-	if e.n == 0 {
-		e.in, e.out = in, out
-	} else {
-		e.in += estimateWeight * (in - e.in)
-		e.out += estimateWeight * (out - e.out)
-	}
-	e.n++
-}
-
-// cost is the estimated cost of the next attempt.
-func (e *estimate) cost() Cost {
-	return Cost{Requests: 1, InputTokens: e.in, OutputTokens: e.out, Tokens: e.in + e.out}
 }

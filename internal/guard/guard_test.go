@@ -234,7 +234,7 @@ func TestTokenLimitsUseTheEstimate(t *testing.T) {
 	g.Settle(&res, Outcome{Made: true, Success: true, Usage: events.Usage{InputTokens: 500}})
 	clk.Advance(500 * time.Millisecond)
 	_, wait, _ = g.Reserve()
-	assert.Zero(t, wait, "level 1000-1500+1000+500 = 1000 fits the estimate")
+	assert.Zero(t, wait, "level 1000-1500+1000+500 = 1000: a full bucket admits the estimate (1,300 + 2 x 200), larger than it holds")
 }
 
 func TestAttemptNotMadeGivesCapacityBack(t *testing.T) {
@@ -380,6 +380,7 @@ type stubUpstream struct {
 	reserveErr         error
 	observed           []SharedObservation
 	firsts, dones      int
+	estimate           Cost
 }
 
 func (u *stubUpstream) Check(time.Time) error { return u.allowErr }
@@ -396,6 +397,7 @@ func (u *stubUpstream) Reserve(time.Time, Cost) (time.Duration, *LimitError, err
 func (u *stubUpstream) Observe(_ time.Time, o SharedObservation) { u.observed = append(u.observed, o) }
 func (u *stubUpstream) First(time.Time)                          { u.firsts++ }
 func (u *stubUpstream) Retry(time.Time) error                    { return u.retryErr }
+func (u *stubUpstream) Estimate() (Cost, bool)                   { return u.estimate, u.estimate != Cost{} }
 
 func TestSharedDecidesWhileHealthy(t *testing.T) {
 	up := &stubUpstream{allowErr: errors.New("fleet: circuit open"), retryErr: &BudgetError{Fleet: true}, reserveWait: time.Second}

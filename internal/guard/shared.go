@@ -53,6 +53,12 @@ type SharedUpstream interface {
 	// Retry takes one retry from the budget, or returns the
 	// *BudgetError that refuses it.
 	Retry(now time.Time) error
+	// Estimate is the fleet's estimated cost of one attempt, learned from
+	// the attempts of any process; false when none is known. A Guard
+	// reserves it until its own successful attempts give it its own
+	// estimate, so that a process that has had none does not take the
+	// token limits for free (and meet only 429s).
+	Estimate() (Cost, bool)
 }
 
 // SharedObservation is what a settled attempt tells the shared state.
