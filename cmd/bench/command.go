@@ -18,16 +18,22 @@ import (
 // buildAggregator builds cmd/aggregator into dir, from the module this
 // harness runs in, and returns the binary's path.
 func buildAggregator(ctx context.Context, dir string) (string, error) {
+	return buildCommand(ctx, dir, "aggregator")
+}
+
+// buildCommand builds cmd/<name> into dir, from the module this harness
+// runs in, and returns the binary's path.
+func buildCommand(ctx context.Context, dir, name string) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("locating the module: %w", err)
 	}
 	root := filepath.Dir(strings.TrimSpace(string(out)))
-	bin := filepath.Join(dir, "aggregator")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/aggregator")
+	bin := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = root
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building cmd/aggregator: %w: %s", err, msg)
+		return "", fmt.Errorf("building cmd/%s: %w: %s", name, err, msg)
 	}
 	return bin, nil
 }

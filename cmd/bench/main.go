@@ -63,11 +63,21 @@ type config struct {
 	// Profile, when set, is a directory for CPU profiles of the server
 	// (this process) and of each child, and heap profiles of the children.
 	Profile string `json:"-"`
+	// Fleet is whether the fleet headline (fleet.go) runs: fleetOn (with
+	// the rest), fleetOff or fleetOnly (nothing else).
+	Fleet string `json:"fleet"`
 }
+
+// The values of --fleet and BENCH_FLEET.
+const (
+	fleetOn   = "on"
+	fleetOff  = "off"
+	fleetOnly = "only"
+)
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	cfg := config{Scale: 1, Seed: 1}
+	cfg := config{Scale: 1, Seed: 1, Fleet: fleetOn}
 	if v := os.Getenv("BENCH_SCALE"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 {
@@ -83,6 +93,9 @@ func parseFlags(args []string) (config, error) {
 		cfg.Events = n
 	}
 	workloads := "a,b,c"
+	if v := os.Getenv("BENCH_FLEET"); v != "" {
+		cfg.Fleet = v
+	}
 	if v := os.Getenv("BENCH_WORKLOADS"); v != "" {
 		workloads = v
 	}
@@ -94,11 +107,15 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.Out, "out", "bench/results", "directory of the JSON results")
 	fs.StringVar(&cfg.Aggregator, "aggregator", "", "the built aggregator command, run for verify as it ships (default: build cmd/aggregator)")
 	fs.StringVar(&cfg.Profile, "profile", "", "directory for pprof profiles: the server's CPU during each child, each child's CPU and peak heap")
+	fs.StringVar(&cfg.Fleet, "fleet", cfg.Fleet, "the fleet headline, 8 publisher processes against a tier limit and through an outage, fleet limits off and on: on (with the rest), off, or only (alone) (env BENCH_FLEET)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if cfg.Scale <= 0 {
 		return cfg, fmt.Errorf("--scale %v must be positive", cfg.Scale)
+	}
+	if cfg.Fleet != fleetOn && cfg.Fleet != fleetOff && cfg.Fleet != fleetOnly {
+		return cfg, fmt.Errorf("--fleet (BENCH_FLEET) %q must be on, off or only", cfg.Fleet)
 	}
 	if cfg.Events < 0 {
 		return cfg, fmt.Errorf("--events %d must not be negative", cfg.Events)

@@ -17,17 +17,22 @@ func TestParseFlags(t *testing.T) {
 		want      config
 		wantError string
 	}{
-		{"defaults", nil, nil, config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results"}, ""},
-		{"env", map[string]string{"BENCH_SCALE": "0.1", "BENCH_EVENTS": "5000", "BENCH_WORKLOADS": "c"}, nil,
-			config{Scale: 0.1, Events: 5000, Seed: 1, Workloads: []string{"c"}, Out: "bench/results"}, ""},
+		{"defaults", nil, nil, config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on"}, ""},
+		{"env", map[string]string{"BENCH_SCALE": "0.1", "BENCH_EVENTS": "5000", "BENCH_WORKLOADS": "c", "BENCH_FLEET": "off"}, nil,
+			config{Scale: 0.1, Events: 5000, Seed: 1, Workloads: []string{"c"}, Out: "bench/results", Fleet: "off"}, ""},
 		{"flags over env", map[string]string{"BENCH_SCALE": "0.1"}, []string{"--scale", "0.5", "--workloads", "a, b"},
-			config{Scale: 0.5, Seed: 1, Workloads: []string{"a", "b"}, Out: "bench/results"}, ""},
+			config{Scale: 0.5, Seed: 1, Workloads: []string{"a", "b"}, Out: "bench/results", Fleet: "on"}, ""},
+		{"fleet only", nil, []string{"--fleet", "only"},
+			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "only"}, ""},
+		{"fleet only from env", map[string]string{"BENCH_FLEET": "only"}, nil,
+			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "only"}, ""},
+		{"bad fleet", map[string]string{"BENCH_FLEET": "0"}, nil, config{}, `BENCH_FLEET) "0" must be on, off or only`},
 		{"bad scale", map[string]string{"BENCH_SCALE": "x"}, nil, config{}, "BENCH_SCALE"},
 		{"unknown workload", nil, []string{"--workloads", "a,z"}, config{}, `unknown workload "z"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, k := range []string{"BENCH_SCALE", "BENCH_EVENTS", "BENCH_WORKLOADS"} {
+			for _, k := range []string{"BENCH_SCALE", "BENCH_EVENTS", "BENCH_WORKLOADS", "BENCH_FLEET"} {
 				t.Setenv(k, tt.env[k])
 			}
 			got, err := parseFlags(tt.args)

@@ -66,12 +66,16 @@ type results struct {
 	RawMethod  string             `json:"raw_consume_method"`
 	Workloads  []workloadResult   `json:"workloads"`
 	Middleware []middlewareResult `json:"middleware"`
+	Fleet      *fleetResult       `json:"fleet,omitempty"`
 	Targets    []check            `json:"targets"`
 }
 
 func run(ctx context.Context, cfg config) error {
 	res := results{Started: time.Now().UTC(), Machine: describeMachine(), Config: cfg,
 		RawMethod: "ordered consumer (as the aggregator), PullMaxMessages 20000, no acks; events.Decode of every event"}
+	if cfg.Fleet == fleetOnly {
+		return runFleetOnly(ctx, cfg, res)
+	}
 	bin, cleanup, err := aggregatorBinary(ctx, cfg)
 	if err != nil {
 		return err
@@ -99,6 +103,11 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	res.Middleware = mw
+	if cfg.Fleet == fleetOn {
+		if res.Fleet, err = fleetHeadline(ctx, cfg); err != nil {
+			return err
+		}
+	}
 	res.Targets = evaluate(res)
 	printTable(os.Stdout, res)
 	return writeResults(cfg.Out, res)
