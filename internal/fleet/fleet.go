@@ -196,7 +196,7 @@ func (f *Fleet) degrade(reason string, resync bool) {
 // ErrUnavailable and degrades the Fleet (a compare-and-set lost too often
 // is no failure of NATS: the callers answer it conservatively instead).
 func (f *Fleet) failed(op string, err error) error {
-	if !errors.Is(err, errContended) {
+	if !errors.Is(err, errContended) && f.ctx.Err() == nil { // closing is no failure
 		f.degrade(op+": "+err.Error(), !errors.Is(err, context.DeadlineExceeded))
 	}
 	return fmt.Errorf("%w: %s: %w", guard.ErrUnavailable, op, err)
