@@ -80,3 +80,32 @@ func TestEvaluate(t *testing.T) {
 		"mem: < 15 allocs/op":                            true,
 	}, got)
 }
+
+func TestEvaluateFleet(t *testing.T) {
+	run := func(scenario, limits string, rateLimited, outage int64, wall float64, input int64) fleetRun {
+		r := fleetRun{Scenario: scenario, Limits: limits}
+		r.Summary.RateLimited, r.Summary.OutageAttempts, r.Summary.WallSeconds = rateLimited, outage, wall
+		r.Summary.Fleet.Usage.InputTokens = input
+		return r
+	}
+	tests := []struct {
+		name string
+		runs []fleetRun
+		want []bool // 429s, time, outage
+	}{
+		{"met", []fleetRun{run("tier", "off", 300, 0, 3, 120_000), run("tier", "on", 30, 0, 10, 370_000),
+			run("outage", "off", 0, 70, 8, 0), run("outage", "on", 0, 9, 8, 0)}, []bool{true, true, true}},
+		{"missed", []fleetRun{run("tier", "off", 300, 0, 3, 120_000), run("tier", "on", 31, 0, 10, 300_000),
+			run("outage", "off", 0, 70, 8, 0), run("outage", "on", 0, 10, 8, 0)}, []bool{false, false, false}},
+		{"no 429s off", []fleetRun{run("tier", "off", 0, 0, 3, 100_000), run("tier", "on", 0, 0, 3, 100_000)}, []bool{true, true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []bool
+			for _, c := range evaluateFleet(&fleetResult{Runs: tt.runs}) {
+				got = append(got, c.Pass)
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
