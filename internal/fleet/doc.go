@@ -21,7 +21,10 @@
 //     chunks (compare-and-set) sized to its recent demand and its share,
 //     and spends a chunk locally, so a call pays no round trip while its
 //     chunk lasts; what a chunk does not use in one burst window is lost,
-//     which errs on the side of the limit.
+//     which errs on the side of the limit. The record also carries an
+//     estimated cost of one attempt, which a process reserves until its
+//     own attempts give it one, and the buckets hold no more than the
+//     provider last said remained.
 //   - Budget (budget.<upstream>): first attempts and retries per slot of
 //     a sliding window; first attempts are added in batches, and each
 //     retry is taken by compare-and-set, so retries never exceed the

@@ -9,7 +9,9 @@
 //     (and OpenAI's one tokens limit, input plus output), configured or
 //     learned from the providers' rate-limit headers (ParseHeaders), kept
 //     as token buckets (package tokenbucket). Before an attempt, Reserve
-//     takes its estimated cost or says how long until it fits; a 429 with
+//     takes its estimated cost (Estimate: the mean of the actual costs
+//     plus twice their deviation, the rest given back when the attempt
+//     settles) or says how long until it fits; a 429 with
 //     a hint holds the upstream until then. Waiting is the caller's
 //     business (the middleware sleeps on its clock); it is not an attempt.
 //   - Retry budget (Envoy and gRPC style): retries are allowed while they
