@@ -60,9 +60,12 @@ fuzz:
 # gateway's overhead against the fake provider called directly (about a
 # minute; BENCH_GATEWAY=only runs just that, =off skips it); results
 # under bench/results/. Quick run: make bench BENCH_SCALE=0.1 (also
-# BENCH_EVENTS, BENCH_WORKLOADS=a,b,c). Go benchmarks: make gobench.
+# BENCH_EVENTS, BENCH_WORKLOADS=a,b,c). The fleet headline (8 publisher
+# processes against a tier limit and through an outage, fleet limits off
+# and on; about 45 s) runs too: BENCH_FLEET=off skips it, BENCH_FLEET=only
+# runs it alone. Go benchmarks: make gobench.
 bench:
-	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) $(GO) run ./cmd/bench
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) BENCH_FLEET=$(BENCH_FLEET) $(GO) run ./cmd/bench
 
 clean:
 	rm -rf $(BIN) data

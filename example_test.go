@@ -56,7 +56,7 @@ func Example() {
 	// Output:
 	// hello <nil>
 	// events acked: 2 undelivered: 0 <nil>
-	// {Calls:1 Attempts:2 Retries:1 Rejections:0 Events:2 SinkErrors:0 Panics:0}
+	// {Calls:1 Attempts:2 Retries:1 Rejections:0 Waits:0 Events:2 SinkErrors:0 Panics:0}
 }
 
 var errBusy = errors.New("overloaded")

@@ -170,7 +170,8 @@ type MiddlewareStats struct {
 	Calls      uint64 // calls to Do that passed validation
 	Attempts   uint64 // calls of the call's function
 	Retries    uint64 // waits before another attempt
-	Rejections uint64 // attempts not made: breaker open or caller's context done
+	Rejections uint64 // attempts not made: breaker open, a rate limit past the deadline, caller's context done
+	Waits      uint64 // waits for rate-limit capacity before an attempt (not attempts, no events)
 	Events     uint64 // events the publisher accepted
 	SinkErrors uint64 // events the publisher refused
 	Panics     uint64 // panics during a call

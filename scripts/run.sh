@@ -5,7 +5,9 @@
 #   2. a simulated fleet calls a fake provider through the retry middleware
 #      with the real SDK clients, with rate limits, overloads, 5xx, billed
 #      timeouts and permanent 400s, publishing every attempt;
-#   3. we wait until the ledger has applied every event, print the report,
+#   3. 4 processes call one fake provider with a tier limit, with the
+#      fleet's limits off, then on (fewer 429s);
+#   4. we wait until the ledger has applied every event, print the report,
 #      verify it against a recomputation from the stream, and stop the aggregator with SIGTERM (it finishes its batch and exits).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +16,8 @@ BIN=${BIN:-bin}
 RUN_DIR=${RUN_DIR:-data/run}
 URL=nats://127.0.0.1:4222
 SIM_FLAGS=${SIM_FLAGS:---agents 8 --sessions 16 --calls 20 --seed 42}
+FLEET_TIER=${FLEET_TIER:---tier-rpm 1200 --tier-itpm 1200000}
+FLEET_FLAGS=${FLEET_FLAGS:---agents 2 --sessions 8 --calls 8 --seed 42 --providers anthropic,openai --rate-limit 0 --overload 0 --server-error 0 --billed-timeout 0 --bad-request 0 $FLEET_TIER}
 
 if (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then
   echo "run: something already listens on 127.0.0.1:4222 (another aggregator?); stop it first" >&2
@@ -43,6 +47,17 @@ echo "== simulating a fleet: $SIM_FLAGS"
 # --create-stream: the aggregator may not have created it yet (same settings).
 # shellcheck disable=SC2086
 "$BIN/publisher" simulate --nats-url "$URL" --create-stream $SIM_FLAGS --truth "$RUN_DIR/truth.json"
+
+# The fleet: the same calls from 4 processes that share one provider
+# organization with a tier limit, first each process with its own limits,
+# then with the fleet's (one capacity, learned from the rate-limit
+# headers, in NATS KV ledger_upstreams; docs/fleet.md).
+echo "== 4 processes against one tier limit ($FLEET_TIER): fleet limits off, then on"
+for limits in off on; do
+  # shellcheck disable=SC2086
+  "$BIN/publisher" simulate --nats-url "$URL" --create-stream --processes 4 $FLEET_FLAGS --fleet-limits "$limits" --progress 0 \
+    | grep -E '^(run|calls|attempts|fleet|provider) '
+done
 
 echo "== waiting for the aggregator to catch up"
 "$BIN/aggregator" wait --nats-url "$URL" --timeout 60s

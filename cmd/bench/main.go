@@ -63,15 +63,30 @@ type config struct {
 	// Profile, when set, is a directory for CPU profiles of the server
 	// (this process) and of each child, and heap profiles of the children.
 	Profile string `json:"-"`
-	// GatewayOnly runs only the gateway's benchmark; NoGateway skips it
-	// (env BENCH_GATEWAY=only or off).
-	GatewayOnly bool `json:"gateway_only,omitempty"`
-	NoGateway   bool `json:"no_gateway,omitempty"`
+	// Fleet and Gateway say whether the fleet headline (fleet.go) and the
+	// gateway's overhead (gateway.go) run: partOn (with the rest), partOff,
+	// or partOnly (only the parts that say so).
+	Fleet   string `json:"fleet"`
+	Gateway string `json:"gateway"`
 }
+
+// The values of --fleet and --gateway (BENCH_FLEET, BENCH_GATEWAY).
+const (
+	partOn   = "on"
+	partOff  = "off"
+	partOnly = "only"
+)
+
+// only reports whether some part runs alone: then only the parts that say
+// partOnly run.
+func (c *config) only() bool { return c.Fleet == partOnly || c.Gateway == partOnly }
+
+// runs reports whether a part set to v runs.
+func (c *config) runs(v string) bool { return v == partOnly || v == partOn && !c.only() }
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	cfg := config{Scale: 1, Seed: 1}
+	cfg := config{Scale: 1, Seed: 1, Fleet: partOn, Gateway: partOn}
 	if v := os.Getenv("BENCH_SCALE"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 {
@@ -87,6 +102,12 @@ func parseFlags(args []string) (config, error) {
 		cfg.Events = n
 	}
 	workloads := "a,b,c"
+	if v := os.Getenv("BENCH_FLEET"); v != "" {
+		cfg.Fleet = v
+	}
+	if v := os.Getenv("BENCH_GATEWAY"); v != "" {
+		cfg.Gateway = v
+	}
 	if v := os.Getenv("BENCH_WORKLOADS"); v != "" {
 		workloads = v
 	}
@@ -98,22 +119,18 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.Out, "out", "bench/results", "directory of the JSON results")
 	fs.StringVar(&cfg.Aggregator, "aggregator", "", "the built aggregator command, run for verify as it ships (default: build cmd/aggregator)")
 	fs.StringVar(&cfg.Profile, "profile", "", "directory for pprof profiles: the server's CPU during each child, each child's CPU and peak heap")
-	switch v := os.Getenv("BENCH_GATEWAY"); v {
-	case "only":
-		cfg.GatewayOnly = true
-	case "off":
-		cfg.NoGateway = true
-	case "", "on":
-	default:
-		return cfg, fmt.Errorf("BENCH_GATEWAY %q must be on, off or only", v)
-	}
-	fs.BoolVar(&cfg.GatewayOnly, "gateway-only", cfg.GatewayOnly, "run only the gateway's overhead benchmark (env BENCH_GATEWAY=only)")
-	fs.BoolVar(&cfg.NoGateway, "no-gateway", cfg.NoGateway, "skip the gateway's overhead benchmark (env BENCH_GATEWAY=off)")
+	fs.StringVar(&cfg.Fleet, "fleet", cfg.Fleet, "the fleet headline, 8 publisher processes against a tier limit and through an outage, fleet limits off and on: on (with the rest), off, or only (env BENCH_FLEET)")
+	fs.StringVar(&cfg.Gateway, "gateway", cfg.Gateway, "the gateway's overhead against the fake provider called directly: on (with the rest), off, or only (env BENCH_GATEWAY)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if cfg.Scale <= 0 {
 		return cfg, fmt.Errorf("--scale %v must be positive", cfg.Scale)
+	}
+	for _, part := range []struct{ name, v string }{{"--fleet (BENCH_FLEET)", cfg.Fleet}, {"--gateway (BENCH_GATEWAY)", cfg.Gateway}} {
+		if part.v != partOn && part.v != partOff && part.v != partOnly {
+			return cfg, fmt.Errorf("%s %q must be on, off or only", part.name, part.v)
+		}
 	}
 	if cfg.Events < 0 {
 		return cfg, fmt.Errorf("--events %d must not be negative", cfg.Events)

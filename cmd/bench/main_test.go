@@ -17,17 +17,25 @@ func TestParseFlags(t *testing.T) {
 		want      config
 		wantError string
 	}{
-		{"defaults", nil, nil, config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results"}, ""},
-		{"env", map[string]string{"BENCH_SCALE": "0.1", "BENCH_EVENTS": "5000", "BENCH_WORKLOADS": "c"}, nil,
-			config{Scale: 0.1, Events: 5000, Seed: 1, Workloads: []string{"c"}, Out: "bench/results"}, ""},
+		{"defaults", nil, nil, config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on"}, ""},
+		{"env", map[string]string{"BENCH_SCALE": "0.1", "BENCH_EVENTS": "5000", "BENCH_WORKLOADS": "c", "BENCH_FLEET": "off"}, nil,
+			config{Scale: 0.1, Events: 5000, Seed: 1, Workloads: []string{"c"}, Out: "bench/results", Fleet: "off", Gateway: "on"}, ""},
 		{"flags over env", map[string]string{"BENCH_SCALE": "0.1"}, []string{"--scale", "0.5", "--workloads", "a, b"},
-			config{Scale: 0.5, Seed: 1, Workloads: []string{"a", "b"}, Out: "bench/results"}, ""},
+			config{Scale: 0.5, Seed: 1, Workloads: []string{"a", "b"}, Out: "bench/results", Fleet: "on", Gateway: "on"}, ""},
+		{"fleet only", nil, []string{"--fleet", "only"},
+			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "only", Gateway: "on"}, ""},
+		{"fleet only from env", map[string]string{"BENCH_FLEET": "only"}, nil,
+			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "only", Gateway: "on"}, ""},
+		{"gateway only from env", map[string]string{"BENCH_GATEWAY": "only"}, nil,
+			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "only"}, ""},
+		{"bad fleet", map[string]string{"BENCH_FLEET": "0"}, nil, config{}, `BENCH_FLEET) "0" must be on, off or only`},
+		{"bad gateway", nil, []string{"--gateway", "yes"}, config{}, `--gateway (BENCH_GATEWAY) "yes" must be on, off or only`},
 		{"bad scale", map[string]string{"BENCH_SCALE": "x"}, nil, config{}, "BENCH_SCALE"},
 		{"unknown workload", nil, []string{"--workloads", "a,z"}, config{}, `unknown workload "z"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, k := range []string{"BENCH_SCALE", "BENCH_EVENTS", "BENCH_WORKLOADS"} {
+			for _, k := range []string{"BENCH_SCALE", "BENCH_EVENTS", "BENCH_WORKLOADS", "BENCH_FLEET", "BENCH_GATEWAY"} {
 				t.Setenv(k, tt.env[k])
 			}
 			got, err := parseFlags(tt.args)
@@ -38,6 +46,26 @@ func TestParseFlags(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})
+	}
+}
+
+func TestPartsRun(t *testing.T) {
+	tests := []struct {
+		fleet, gateway          string
+		core, runFleet, runGate bool
+	}{
+		{"on", "on", true, true, true},
+		{"off", "on", true, false, true},
+		{"only", "on", false, true, false},
+		{"on", "only", false, false, true},
+		{"only", "only", false, true, true},
+		{"off", "off", true, false, false},
+	}
+	for _, tt := range tests {
+		c := config{Fleet: tt.fleet, Gateway: tt.gateway}
+		assert.Equal(t, tt.core, !c.only(), "%s/%s: the core", tt.fleet, tt.gateway)
+		assert.Equal(t, tt.runFleet, c.runs(c.Fleet), "%s/%s: the fleet", tt.fleet, tt.gateway)
+		assert.Equal(t, tt.runGate, c.runs(c.Gateway), "%s/%s: the gateway", tt.fleet, tt.gateway)
 	}
 }
 
@@ -74,4 +102,33 @@ func TestEvaluate(t *testing.T) {
 		"mem: < 2000 ns/op":                              true,
 		"mem: < 15 allocs/op":                            true,
 	}, got)
+}
+
+func TestEvaluateFleet(t *testing.T) {
+	run := func(scenario, limits string, rateLimited, outage int64, wall float64, input int64) fleetRun {
+		r := fleetRun{Scenario: scenario, Limits: limits}
+		r.Summary.RateLimited, r.Summary.OutageAttempts, r.Summary.WallSeconds = rateLimited, outage, wall
+		r.Summary.Fleet.Usage.InputTokens = input
+		return r
+	}
+	tests := []struct {
+		name string
+		runs []fleetRun
+		want []bool // 429s, time, outage
+	}{
+		{"met", []fleetRun{run("tier", "off", 300, 0, 3, 120_000), run("tier", "on", 30, 0, 10, 370_000),
+			run("outage", "off", 0, 70, 8, 0), run("outage", "on", 0, 9, 8, 0)}, []bool{true, true, true}},
+		{"missed", []fleetRun{run("tier", "off", 300, 0, 3, 120_000), run("tier", "on", 31, 0, 10, 300_000),
+			run("outage", "off", 0, 70, 8, 0), run("outage", "on", 0, 10, 8, 0)}, []bool{false, false, false}},
+		{"no 429s off", []fleetRun{run("tier", "off", 0, 0, 3, 100_000), run("tier", "on", 0, 0, 3, 100_000)}, []bool{true, true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []bool
+			for _, c := range evaluateFleet(&fleetResult{Runs: tt.runs}) {
+				got = append(got, c.Pass)
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
 }

@@ -67,12 +67,39 @@ type results struct {
 	Workloads  []workloadResult   `json:"workloads"`
 	Middleware []middlewareResult `json:"middleware"`
 	Gateway    *gatewayResult     `json:"gateway,omitempty"`
+	Fleet      *fleetResult       `json:"fleet,omitempty"`
 	Targets    []check            `json:"targets"`
 }
 
+// run runs the parts cfg selects and writes their results.
 func run(ctx context.Context, cfg config) error {
 	res := results{Started: time.Now().UTC(), Machine: describeMachine(), Config: cfg,
 		RawMethod: "ordered consumer (as the aggregator), PullMaxMessages 20000, no acks; events.Decode of every event"}
+	if !cfg.only() {
+		if err := runCore(ctx, cfg, &res); err != nil {
+			return err
+		}
+	}
+	var err error
+	if cfg.runs(cfg.Gateway) {
+		if res.Gateway, err = benchGateway(ctx); err != nil {
+			return err
+		}
+	}
+	if cfg.runs(cfg.Fleet) {
+		if res.Fleet, err = fleetHeadline(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	res.Targets = evaluate(res)
+	printGateway(os.Stdout, res.Gateway)
+	printTable(os.Stdout, res)
+	return writeResults(cfg.Out, res)
+}
+
+// runCore runs the workloads (publish, consume, catch-up, rebuild,
+// verify) and the middleware's benchmarks.
+func runCore(ctx context.Context, cfg config, res *results) error {
 	bin, cleanup, err := aggregatorBinary(ctx, cfg)
 	if err != nil {
 		return err
@@ -86,9 +113,6 @@ func run(ctx context.Context, cfg config) error {
 		}
 		specs[s.Name] = s
 	}
-	if cfg.GatewayOnly {
-		cfg.Workloads = nil
-	}
 	for _, name := range cfg.Workloads {
 		fmt.Fprintf(os.Stderr, "workload %s: %+v\n", name, specs[name])
 		w, err := runWorkload(ctx, cfg, specs[name])
@@ -97,23 +121,9 @@ func run(ctx context.Context, cfg config) error {
 		}
 		res.Workloads = append(res.Workloads, w)
 	}
-	if !cfg.GatewayOnly {
-		fmt.Fprintln(os.Stderr, "middleware benchmarks")
-		mw, err := benchMiddleware(ctx)
-		if err != nil {
-			return err
-		}
-		res.Middleware = mw
-	}
-	if !cfg.NoGateway {
-		if res.Gateway, err = benchGateway(ctx); err != nil {
-			return err
-		}
-	}
-	res.Targets = append(evaluate(res), evaluateGateway(res.Gateway)...)
-	printGateway(os.Stdout, res.Gateway)
-	printTable(os.Stdout, res)
-	return writeResults(cfg.Out, res)
+	fmt.Fprintln(os.Stderr, "middleware benchmarks")
+	res.Middleware, err = benchMiddleware(ctx)
+	return err
 }
 
 // resize gives s exactly events events, scaling sessions and requests in

@@ -36,6 +36,10 @@ func evaluate(res results) []check {
 		cs = append(cs, check{m.Name + fmt.Sprintf(": < %d ns/op", targetMiddlewareNs), fmt.Sprintf("%.0f", m.NsPerOp), m.NsPerOp < targetMiddlewareNs})
 		cs = append(cs, check{m.Name + fmt.Sprintf(": < %d allocs/op", targetAllocs), fmt.Sprintf("%d", m.AllocsPerOp), m.AllocsPerOp < targetAllocs})
 	}
+	cs = append(cs, evaluateGateway(res.Gateway)...)
+	if res.Fleet != nil {
+		cs = append(cs, evaluateFleet(res.Fleet)...)
+	}
 	return cs
 }
 
@@ -61,6 +65,9 @@ func printTable(out io.Writer, res results) {
 		fmt.Fprintf(out, "middleware %s: %.0f ns/op, %d allocs/op, %d B/op (n=%d)%s\n", m.Name, m.NsPerOp, m.AllocsPerOp, m.BytesPerOp, m.N, note)
 	}
 	fmt.Fprintln(out)
+	if res.Fleet != nil {
+		printFleet(out, res.Fleet)
+	}
 	for _, c := range res.Targets {
 		verdict := "FAIL"
 		if c.Pass {

@@ -26,7 +26,13 @@ import (
 
 // TestMain silences the standard logger, through which genai reports every
 // stream that fails, as the stalled ones here do on purpose.
+//
+// A process started by a --processes parent (this test binary standing in
+// for the command) runs the command instead of the tests.
 func TestMain(m *testing.M) {
+	if os.Getenv(reexecEnv) == "1" {
+		main()
+	}
 	log.SetOutput(io.Discard)
 	os.Exit(m.Run())
 }

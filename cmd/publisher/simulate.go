@@ -29,6 +29,7 @@ type simulateFlags struct {
 	truthFile string
 	json      bool
 	progress  time.Duration
+	fleet     fleetFlags
 }
 
 func parseSimulate(args []string, stderr io.Writer) (*simulateFlags, error) {
@@ -50,9 +51,11 @@ func parseSimulate(args []string, stderr io.Writer) (*simulateFlags, error) {
 	registerFaultFlags(fs, &f.cfg.Mix, def)
 	fs.IntVar(&f.cfg.Policy.MaxRetries, "max-retries", f.cfg.Policy.MaxRetries, "retries after the first attempt")
 	fs.DurationVar(&f.cfg.Policy.AttemptTimeout, "attempt-timeout", f.cfg.Policy.AttemptTimeout, "timeout of each attempt (ends a stalled stream)")
+	fs.DurationVar(&f.cfg.Think, "think", 0, "how long each agent waits after a call before the next (its demand); 0: none")
 	fs.StringVar(&f.truthFile, "truth", "", "write the fake provider's ground truth as JSON to this `file`")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fs.DurationVar(&f.progress, "progress", time.Second, "interval of the progress lines on stderr; 0 turns them off")
+	f.fleet.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -76,6 +79,9 @@ func parseSimulate(args []string, stderr io.Writer) (*simulateFlags, error) {
 	}
 	if f.progress < 0 {
 		return nil, usageErr("--progress: %s must not be negative", f.progress)
+	}
+	if err := f.fleet.validate(&f.cfg); err != nil {
+		return nil, err
 	}
 	f.cfg.Providers = nil
 	for p := range strings.SplitSeq(f.providers, ",") {
@@ -105,6 +111,7 @@ func flagName(err error) string {
 		"Agents": "--agents", "Sessions": "--sessions", "CallsPerSession": "--calls", "RunID": "--run-id",
 		"Mix":    "fault mix (--rate-limit, --overload, --server-error, --billed-timeout, --bad-request)",
 		"Policy": "--max-retries / --attempt-timeout",
+		"Think":  "--think",
 	}
 	name, ok := names[ce.Field]
 	if !ok && strings.HasPrefix(ce.Field, "Providers") {
@@ -140,9 +147,32 @@ type simulateSummary struct {
 	Interrupted bool             `json:"interrupted"`
 	Fleet       sim.Counts       `json:"fleet"`
 	Events      eventsSummary    `json:"events"`
-	Truth       truthSummary     `json:"truth"`
+	Truth       *truthSummary    `json:"truth,omitempty"` // nil for a worker of a --processes run
 	TruthFile   string           `json:"truth_file,omitempty"`
 	Errors      []string         `json:"errors,omitempty"`
+	// The fleet's limits and processes, and what the provider saw of
+	// them (from the truth): attempts it answered 429 (its tier and the
+	// fault mix), attempts that reached it during the outage.
+	Processes      int                  `json:"processes"`
+	FleetLimits    string               `json:"fleet_limits"`
+	Tier           *fakeprovider.Tier   `json:"tier,omitempty"`
+	Outage         *fakeprovider.Outage `json:"outage,omitempty"`
+	WallSeconds    float64              `json:"wall_seconds"`
+	RateLimited    int64                `json:"rate_limited"`
+	OutageAttempts int64                `json:"outage_attempts"`
+}
+
+// fleetFields fills the summary's fleet settings and wall time.
+func (s *simulateSummary) fleetFields(f *simulateFlags, wall time.Duration) {
+	s.Processes, s.FleetLimits, s.WallSeconds = f.fleet.processes, f.fleet.limits, wall.Seconds()
+	if f.cfg.Tier != (fakeprovider.Tier{}) {
+		t := f.cfg.Tier
+		s.Tier = &t
+	}
+	if f.cfg.Outage != (fakeprovider.Outage{}) {
+		o := f.cfg.Outage
+		s.Outage = &o
+	}
 }
 
 // eventsSummary is what the publisher did with the events.
@@ -169,6 +199,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	if f.fleet.parent() {
+		return runSimulateParent(ctx, f, args, stdout, stderr)
+	}
 	logger := newLogger(stderr, f.nats)
 	conn, err := connect(ctx, f.nats, logger)
 	if err != nil {
@@ -177,8 +210,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cfg := f.cfg
 	cfg.Sink = conn.pub
 	cfg.Logger = logger
+	guards, closeGuards, err := f.fleet.guards(ctx, conn.conn, cfg.RunID, logger)
+	if err != nil {
+		_, _ = conn.close(ctx)
+		return &exitError{code: exitUsage, err: err}
+	}
+	cfg.Guards = guards
 	fleet, err := sim.New(cfg)
 	if err != nil {
+		closeGuards()
 		_, _ = conn.close(ctx)
 		return err
 	}
@@ -186,6 +226,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	stopProgress := startProgress(f.progress, stderr, fleet, conn.pub)
 	res, runErr := fleet.Run(ctx)
 	stopProgress()
+	closeGuards()
 	stats, closeErr := conn.close(ctx)
 	if res == nil {
 		return runErr
@@ -195,13 +236,25 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		RunID: cfg.RunID, Seed: cfg.Seed, Agents: cfg.Agents, Sessions: cfg.Sessions,
 		Calls: fleet.CallsTotal(), Mix: cfg.Mix, ElapsedMS: res.Elapsed.Milliseconds(),
 		Interrupted: runErr != nil, Fleet: res.Counts, Events: eventsOf(stats),
-		Truth: truthSummary{Tally: res.Truth.Total, Overhead: res.Truth.Total.Overhead()},
 	}
+	sum.fleetFields(f, res.Elapsed)
 	if closeErr != nil {
 		sum.Errors = append(sum.Errors, closeErr.Error())
 	}
-	if f.truthFile != "" {
-		if err := writeJSONFile(f.truthFile, res.Truth); err != nil {
+	return finishSimulate(f, &sum, res.Truth, stdout)
+}
+
+// finishSimulate adds the truth (nil for a worker) to the summary, writes
+// the truth file, prints the summary and returns the run's error.
+func finishSimulate(f *simulateFlags, sum *simulateSummary, truth *fakeprovider.Truth, stdout io.Writer) error {
+	if truth != nil {
+		sum.Truth = &truthSummary{Tally: truth.Total, Overhead: truth.Total.Overhead()}
+		o := truth.Total.Outcomes
+		sum.RateLimited = o[fakeprovider.FaultRateLimit] + o[fakeprovider.FaultTierLimit]
+		sum.OutageAttempts = o[fakeprovider.FaultOutage]
+	}
+	if f.truthFile != "" && truth != nil {
+		if err := writeJSONFile(f.truthFile, truth); err != nil {
 			sum.Errors = append(sum.Errors, err.Error())
 		} else {
 			sum.TruthFile = f.truthFile
@@ -214,17 +267,16 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	} else {
-		printSimulateSummary(stdout, &sum)
+		printSimulateSummary(stdout, sum)
 	}
-
 	switch {
-	case stats.Undelivered > 0 || closeErr != nil:
-		return failed(fmt.Errorf("%d event(s) undelivered: %v", stats.Undelivered, closeErr))
-	case res.Counts.SinkErrors > 0:
-		return failed(fmt.Errorf("%d event(s) refused by the publisher", res.Counts.SinkErrors))
+	case sum.Events.Undelivered > 0:
+		return failed(fmt.Errorf("%d event(s) undelivered: %s", sum.Events.Undelivered, strings.Join(sum.Errors, "; ")))
+	case sum.Fleet.SinkErrors > 0:
+		return failed(fmt.Errorf("%d event(s) refused by the publisher", sum.Fleet.SinkErrors))
 	case len(sum.Errors) > 0:
 		return failed(errors.New(strings.Join(sum.Errors, "; ")))
-	case runErr != nil:
+	case sum.Interrupted:
 		return errInterrupted
 	}
 	return nil
@@ -284,7 +336,15 @@ func printSimulateSummary(w io.Writer, s *simulateSummary) {
 	fmt.Fprintf(w, "outcomes   %s\n", formatCounts(c.Outcomes))
 	fmt.Fprintf(w, "events     %d enqueued, %d acked (%d duplicates), %d undelivered\n",
 		s.Events.Enqueued, s.Events.Acked, s.Events.Duplicates, s.Events.Undelivered)
+	if s.Processes > 1 || s.FleetLimits != limitsNone || s.Tier != nil || s.Outage != nil {
+		fmt.Fprintf(w, "fleet      %d process(es), fleet limits %s, %d waits for capacity; wall %.2fs\n",
+			s.Processes, s.FleetLimits, c.Waits, s.WallSeconds)
+		fmt.Fprintf(w, "provider   %d attempts answered 429, %d attempts during the outage\n", s.RateLimited, s.OutageAttempts)
+	}
 	t := s.Truth
+	if t == nil {
+		return
+	}
 	fmt.Fprintf(w, "truth      %d requests, %d attempts (%s)\n", t.Requests, t.Attempts, formatCounts(faultCounts(t.Outcomes)))
 	fmt.Fprintf(w, "  usage    in %d, out %d (cache read %d, cache write %d)\n",
 		t.Usage.InputTokens, t.Usage.OutputTokens, t.Usage.CacheReadInputTokens, t.Usage.CacheCreationInputTokens)

@@ -192,16 +192,9 @@ func (b *Breaker) Allow() (Permit, error) {
 	}
 	now := b.now()
 	changed := b.advanceLocked(now)
-	var (
-		p   Permit
-		err error
-	)
-	switch {
-	case b.state == Open:
-		err = &OpenError{Key: b.key, Until: b.openedAt.Add(b.cooldown), State: Open}
-	case b.probing && now.Before(b.probeSince.Add(b.cooldown)):
-		err = &OpenError{Key: b.key, State: HalfOpen}
-	default:
+	var p Permit
+	err := b.rejectionLocked(now)
+	if err == nil {
 		// No probe in flight, or the one in flight has been unreported for
 		// a whole cooldown: admit a new probe in a new generation, so that
 		// a replaced probe's late result is dropped.
@@ -345,4 +338,37 @@ func (b *Breaker) call(batch []transition) {
 		b.onChange(b.key, t.from, t.to)
 	}
 	ok = true
+}
+
+// Check returns the rejection Allow would return now when the breaker
+// rejects for sure (open within its cooldown, or half-open with a probe in
+// flight for less than a cooldown), and nil otherwise. It admits nothing,
+// so a caller can check before waiting for something else (capacity)
+// that a rejected attempt would not need.
+func (b *Breaker) Check() error {
+	b.mu.Lock()
+	if b.state == Closed {
+		b.mu.Unlock()
+		return nil
+	}
+	now := b.now()
+	changed := b.advanceLocked(now)
+	err := b.rejectionLocked(now)
+	b.mu.Unlock()
+	if changed {
+		b.deliver()
+	}
+	return err
+}
+
+// rejectionLocked is the rejection of a call at now by a circuit that is
+// not closed, or nil when it would admit a probe.
+func (b *Breaker) rejectionLocked(now time.Time) error {
+	switch {
+	case b.state == Open:
+		return &OpenError{Key: b.key, Until: b.openedAt.Add(b.cooldown), State: Open}
+	case b.probing && now.Before(b.probeSince.Add(b.cooldown)):
+		return &OpenError{Key: b.key, State: HalfOpen}
+	}
+	return nil
 }

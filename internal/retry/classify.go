@@ -29,6 +29,10 @@ type Classification struct {
 	Message string
 	// ProviderRequestID is the provider's request-id header, when known.
 	ProviderRequestID string
+	// Header is the error response's header, when known: its rate-limit
+	// headers teach the guards the upstream's limits. ClassifyHTTP sets
+	// it. Read during the call only.
+	Header http.Header
 }
 
 // Classifier recognises the errors of one provider SDK (or transport). It
@@ -99,7 +103,7 @@ func StatusKind(status int) (kind events.ErrorKind, retryable bool) {
 // header may be nil.
 func ClassifyHTTP(status int, header http.Header, now time.Time) Classification {
 	kind, retryable := StatusKind(status)
-	c := Classification{Kind: kind, Status: status, Retryable: retryable}
+	c := Classification{Kind: kind, Status: status, Retryable: retryable, Header: header}
 	if header != nil {
 		// Canonical keys: Get does not allocate for them.
 		switch v := strings.TrimSpace(header.Get("X-Should-Retry")); {

@@ -90,6 +90,12 @@ func (tl *timeline) now() time.Time {
 	return tl.start.Add(tl.elapsed)
 }
 
+// GuardClock is the clock to give a guard.Set (guard.Config.Now) used with
+// a Middleware on c: c's wall time when GuardClock is called, plus the
+// monotonic time elapsed since, so that a stepped wall clock does not
+// shorten or stretch a cooldown, a hold or a budget's window.
+func GuardClock(c Clock) func() time.Time { return monotonicNow(c) }
+
 // monotonicNow returns a clock function for a breaker that runs on c's
 // monotonic clock: its times are c's wall time at the call to monotonicNow
 // plus the monotonic time elapsed since. It is safe for concurrent use.

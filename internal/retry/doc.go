@@ -31,8 +31,10 @@
 // done always wins: the attempt is KindCanceled and never retried, whereas
 // the expiry of an attempt's own timeout (Policy.AttemptTimeout) is a
 // retryable KindTimeout. Retryable failures count against the breaker;
-// failures that say nothing about the upstream's health (client, auth,
-// quota, canceled, other) are reported to it as breaker.Ignore.
+// failures that say nothing about the upstream's health (rate limit,
+// client, auth, quota, canceled, other) are reported to it as
+// breaker.Ignore: a 429 says the caller exceeds its quota of a healthy
+// upstream, which the rate limits of the guards handle (package guard).
 //
 // # Events
 //

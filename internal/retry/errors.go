@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/guard"
 )
 
 // ErrCircuitOpen is the breaker's sentinel, re-exported: the error of a call
@@ -67,7 +68,25 @@ const (
 	// StopPanicked: the Classifier panicked on the attempt's error; the
 	// CallError's Cause is the *PanicError.
 	StopPanicked StopReason = "panicked"
+	// StopRateLimit: the upstream's rate limit (or its hold after a 429)
+	// had no capacity before the caller's deadline or within
+	// Policy.HintCap; no attempt was made. The Cause is the
+	// *guard.LimitError, so errors.Is(err, ErrRateLimited) holds.
+	StopRateLimit StopReason = "rate_limit"
+	// StopBudget: the attempt failed and could have been retried, but the
+	// upstream's retry budget was spent; the failed attempt is the final
+	// one and its message says so. The Cause is the *guard.BudgetError,
+	// so errors.Is(err, ErrBudgetSpent) holds.
+	StopBudget StopReason = "retry_budget"
 )
+
+// ErrRateLimited is matched (errors.Is) by the error of a call that a rate
+// limit held past the caller's deadline.
+var ErrRateLimited = guard.ErrRateLimited
+
+// ErrBudgetSpent is matched by the error of a call that ended because the
+// upstream's retry budget was spent.
+var ErrBudgetSpent = guard.ErrBudgetSpent
 
 // ErrPanicked is the sentinel that every *PanicError wraps.
 var ErrPanicked = errors.New("retry: panicked")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/guard"
 )
 
 // Call names one logical model call.
@@ -29,8 +31,10 @@ type Call struct {
 	// both are required (at most events.MaxProviderLength and
 	// events.MaxModelLength bytes).
 	Provider, Model string
-	// Upstream is the key of the call's circuit breaker; empty means
-	// Provider+"/"+Model.
+	// Upstream is the key of the call's guards (circuit breaker, rate
+	// limits, retry budget); empty means Provider+"/"+Model. A wider
+	// scope, such as an account shared by several models, is a key of the
+	// caller's choosing.
 	Upstream string
 	// FirstAttempt is the attempt number of the call's first attempt; the
 	// attempts of this Do are numbered from it. It is 0 for a new call;
@@ -56,6 +60,10 @@ type Attempt struct {
 type Report struct {
 	Usage             events.Usage
 	ProviderRequestID string // the provider's request-id; overrides the classifier's
+	// Header is the response's header, when fn has it: the rate-limit
+	// headers in it (Anthropic's and OpenAI's) teach the guards the
+	// upstream's limits. Optional; read during the call only.
+	Header http.Header
 }
 
 // Options configures a Middleware. Only Sink is required.
@@ -69,8 +77,14 @@ type Options struct {
 	// Sink receives the attempt events. Required.
 	Sink Sink
 	// Breakers holds the circuit breakers, one per upstream. Nil selects a
-	// group with the breaker package's defaults and Clock's time.
+	// group with the breaker package's defaults and Clock's time. Ignored
+	// when Guards is set.
 	Breakers *breaker.Group
+	// Guards holds the guards of each upstream: breaker, rate limits and
+	// retry budget, local or shared by a fleet (package guard). Nil
+	// selects guards with only the breakers of Breakers. Its clock should
+	// be GuardClock(Clock).
+	Guards *guard.Set
 	// Clock is the source of time; nil selects SystemClock.
 	Clock Clock
 	// Rand returns the random values of the jitter, uniform in [0, 1). It
@@ -95,7 +109,8 @@ type Stats struct {
 	Calls      uint64 // calls to Do that passed validation
 	Attempts   uint64 // calls to fn
 	Retries    uint64 // waits before another attempt
-	Rejections uint64 // attempts not made: breaker open or caller's context done
+	Rejections uint64 // attempts not made: breaker open, a rate limit past the deadline, caller's context done
+	Waits      uint64 // waits for rate-limit capacity before an attempt (not attempts)
 	Events     uint64 // events the Sink accepted
 	SinkErrors uint64 // events the Sink refused (a panic of the Sink included)
 	Panics     uint64 // panics of fn, the Classifier or the Sink during a call
@@ -108,7 +123,7 @@ type Middleware struct {
 	policy      Policy
 	classifier  Classifier
 	sink        Sink
-	breakers    breakerCache
+	guards      guardCache
 	clock       Clock
 	rand        func() float64
 	newID       func() string // nil: ulids
@@ -116,7 +131,7 @@ type Middleware struct {
 	logger      *slog.Logger
 	onSinkError func(*events.Attempt, error)
 
-	calls, attempts, retries, rejections, published, sinkErrors, panics atomic.Uint64
+	calls, attempts, retries, rejections, waits, published, sinkErrors, panics atomic.Uint64
 }
 
 // New returns a Middleware for opts. It returns an *OptionsError (wrapping
@@ -157,15 +172,19 @@ func New(opts Options) (*Middleware, error) {
 	if m.logger == nil {
 		m.logger = slog.New(slog.DiscardHandler)
 	}
-	g := opts.Breakers
-	if g == nil {
-		var err error
-		g, err = breaker.NewGroup(breaker.Config{Now: monotonicNow(m.clock)})
-		if err != nil {
-			return nil, &OptionsError{Field: "Breakers", Rule: "could not be created", Err: err}
+	gs := opts.Guards
+	if gs == nil {
+		g := opts.Breakers
+		if g == nil {
+			var err error
+			g, err = breaker.NewGroup(breaker.Config{Now: monotonicNow(m.clock)})
+			if err != nil {
+				return nil, &OptionsError{Field: "Breakers", Rule: "could not be created", Err: err}
+			}
 		}
+		gs = guard.FromBreakers(g, monotonicNow(m.clock))
 	}
-	m.breakers = breakerCache{group: g, byKey: make(map[string]*breaker.Breaker)}
+	m.guards = guardCache{set: gs, byKey: make(map[string]*guard.Guard)}
 	return m, nil
 }
 
@@ -179,6 +198,7 @@ func (m *Middleware) Stats() Stats {
 		Attempts:   m.attempts.Load(),
 		Retries:    m.retries.Load(),
 		Rejections: m.rejections.Load(),
+		Waits:      m.waits.Load(),
 		Events:     m.published.Load(),
 		SinkErrors: m.sinkErrors.Load(),
 		Panics:     m.panics.Load(),
@@ -265,8 +285,9 @@ type run struct {
 	ctx    context.Context // the caller's
 	pubCtx context.Context // ctx without its cancellation, for the sink
 	call   Call
-	br     *breaker.Breaker
-	permit breaker.Permit
+	g      *guard.Guard
+	permit guard.Permit
+	res    guard.Reservation // the capacity the attempt under way took
 
 	tl       timeline  // the call's time; its start is attempt 0's
 	eventID0 string    // attempt 0's event_id, when made with the request_id
@@ -346,7 +367,7 @@ func (m *Middleware) begin(ctx context.Context, call Call) (*run, error) {
 	}
 	r := runPool.Get().(*run)
 	r.m, r.ctx, r.pubCtx, r.call = m, ctx, ctx, call
-	r.br = m.breakers.get(&call)
+	r.g = m.guards.get(&call)
 	r.tl, r.eventID0 = tl, eventID0
 	if ctx.Done() != nil {
 		r.pubCtx = context.WithoutCancel(ctx)
@@ -405,20 +426,37 @@ func (r *run) begins(n int) (time.Time, string) {
 }
 
 // admit gets attempt n under way: it checks the caller's context and the
-// breaker and, when either refuses, records the final event and returns the
-// call's error.
+// breaker, waits for rate-limit capacity (a wait is no attempt and has no
+// event), and takes the breaker's permit. When one of them refuses, it
+// records the final event and returns the call's error.
 func (r *run) admit(n int) (Attempt, error) {
 	m := r.m
-	if r.ctx.Err() != nil {
-		c, _ := ClassifyTransport(r.ctx, r.ctx.Err())
-		return Attempt{}, r.reject(n, c, StopCanceled, context.Cause(r.ctx))
+	for {
+		if r.ctx.Err() != nil {
+			c, _ := ClassifyTransport(r.ctx, r.ctx.Err())
+			return Attempt{}, r.reject(n, c, StopCanceled, context.Cause(r.ctx))
+		}
+		if err := r.g.Check(); err != nil {
+			return Attempt{}, r.rejectOpen(n, err)
+		}
+		res, wait, lerr := r.g.Reserve()
+		if wait > 0 {
+			if err := r.waitFor(n, wait, lerr); err != nil {
+				return Attempt{}, err
+			}
+			continue
+		}
+		p, err := r.g.Allow()
+		if err != nil {
+			r.g.Settle(&res, guard.Outcome{}) // not made: the capacity goes back
+			return Attempt{}, r.rejectOpen(n, err)
+		}
+		r.permit, r.res, r.permitHeld = p, res, true
+		break
 	}
-	p, err := r.br.Allow()
-	if err != nil {
-		c := Classification{Kind: events.KindCircuitOpen, Message: Truncate(err.Error())}
-		return Attempt{}, r.reject(n, c, StopCircuitOpen, err)
+	if n == 0 {
+		r.g.First()
 	}
-	r.permit, r.permitHeld = p, true
 	var eventID string
 	r.started, eventID = r.begins(n)
 	r.cur = Attempt{Number: r.call.FirstAttempt + n, RequestID: r.call.RequestID, SessionID: r.call.SessionID, EventID: eventID}
@@ -428,12 +466,61 @@ func (r *run) admit(n int) (Attempt, error) {
 	return r.cur, nil
 }
 
-// done reports the attempt under way to the breaker, once.
-func (r *run) done(res breaker.Result) {
+// done reports the attempt under way to the breaker and settles its
+// reservation, once.
+func (r *run) done(res breaker.Result, o guard.Outcome) {
 	if r.permitHeld {
 		r.permitHeld = false
-		r.br.Done(r.permit, res)
+		r.g.Done(r.permit, res)
+		r.g.Settle(&r.res, o)
 	}
+}
+
+// breakerResult is what a failed attempt classified as c tells the
+// breaker: a retryable failure counts against the upstream's health,
+// except a rate limit, which says the caller exceeds its quota of a
+// healthy upstream (the rate limiter's business: it holds the upstream
+// until the hint); anything else says nothing about it.
+func breakerResult(c *Classification) breaker.Result {
+	if c.Retryable && c.Kind != events.KindRateLimit {
+		return breaker.Failure
+	}
+	return breaker.Ignore
+}
+
+// rejectOpen records attempt n, which the breaker rejected with err.
+func (r *run) rejectOpen(n int, err error) error {
+	c := Classification{Kind: events.KindCircuitOpen, Message: Truncate(err.Error())}
+	return r.reject(n, c, StopCircuitOpen, err)
+}
+
+// waitFor waits before attempt n until the rate limit lerr has capacity,
+// wait from now, or, when the wait would pass the caller's deadline or
+// Policy.HintCap, records attempt n as the call's final event (kind
+// rate_limit, status 0, a message naming the limit) and returns the
+// call's error. A wait the caller's context ends returns nil: the caller
+// checks the context next.
+func (r *run) waitFor(n int, wait time.Duration, lerr *guard.LimitError) error {
+	m := r.m
+	var why string
+	switch deadline, ok := r.ctx.Deadline(); {
+	case wait > m.policy.HintCap:
+		why = "over the longest wait (" + m.policy.HintCap.String() + ")"
+	case ok && !r.tl.now().Add(wait).Before(deadline):
+		why = "past the caller's deadline"
+	}
+	if why != "" {
+		var cause error = guard.ErrRateLimited
+		msg := "rate limited"
+		if lerr != nil {
+			cause, msg = lerr, lerr.Error()
+		}
+		c := Classification{Kind: events.KindRateLimit, Message: Truncate(msg + ": capacity in " + wait.String() + ", " + why)}
+		return r.reject(n, c, StopRateLimit, cause)
+	}
+	m.waits.Add(1)
+	_ = m.clock.Sleep(r.ctx, wait)
+	return nil
 }
 
 // reject records attempt n, which was not made, as the call's final event
@@ -460,19 +547,19 @@ func (r *run) finish(a Attempt, rep Report, err error) (time.Duration, error) {
 	m := r.m
 	now := r.tl.now()
 	if err == nil {
-		r.done(breaker.Success)
+		r.done(breaker.Success, guard.Outcome{Made: true, Success: true, Usage: rep.Usage, Header: rep.Header})
 		r.record(a.Number, a.EventID, r.started, now, rep, nil, true)
 		return 0, nil
 	}
 	r.lastErr = err
 	c, perr := m.classifySafely(r.ctx, err, now)
-	if c.Retryable {
-		r.done(breaker.Failure)
-	} else {
-		r.done(breaker.Ignore)
+	o := guard.Outcome{Made: true, Usage: rep.Usage, Header: c.Header, Hint: c.Hint, HasHint: c.HasHint,
+		RateLimited: c.Kind == events.KindRateLimit && c.Status == http.StatusTooManyRequests}
+	if o.Header == nil {
+		o.Header = rep.Header
 	}
-	wait, reason := m.next(r.ctx, a.Number-r.call.FirstAttempt, c, now)
-	var cause error
+	r.done(breakerResult(&c), o)
+	wait, reason, cause := r.next(a.Number-r.call.FirstAttempt, &c, now)
 	if perr != nil {
 		wait, reason, cause = 0, StopPanicked, perr
 	}
@@ -494,7 +581,7 @@ func (r *run) finish(a Attempt, rep Report, err error) (time.Duration, error) {
 // runtime.Goexit) interrupted: its permit is given back and, unless its
 // event was already handed over, it is recorded as the call's final event.
 func (r *run) abandon(v any) {
-	r.done(breaker.Ignore)
+	r.done(breaker.Ignore, guard.Outcome{Made: true})
 	if !r.eventDue {
 		return
 	}
@@ -509,33 +596,39 @@ func (r *run) abandon(v any) {
 // next decides what follows a failed attempt classified as c at now, the
 // n-th of this Do (0 for its first, whatever Call.FirstAttempt is): the
 // wait before the next attempt, or the reason the call stops ("" when it
-// goes on).
-func (m *Middleware) next(ctx context.Context, n int, c Classification, now time.Time) (time.Duration, StopReason) {
+// goes on) and, when the retry budget stops it, the budget's error, whose
+// text is added to c's message.
+func (r *run) next(n int, c *Classification, now time.Time) (time.Duration, StopReason, error) {
+	m := r.m
 	switch {
 	case c.Kind == events.KindCanceled:
-		return 0, StopCanceled
+		return 0, StopCanceled, nil
 	case !c.Retryable:
-		return 0, StopNonRetryable
+		return 0, StopNonRetryable, nil
 	case n >= m.policy.MaxRetries:
-		return 0, StopExhausted
+		return 0, StopExhausted, nil
 	}
 	var wait time.Duration
 	if c.HasHint {
 		if c.Hint > m.policy.HintCap {
-			return 0, StopHintOverCap
+			return 0, StopHintOverCap, nil
 		}
 		wait = c.Hint
 	} else {
-		r := 0.5
+		rnd := 0.5
 		if m.policy.Jitter > 0 {
-			r = m.rand()
+			rnd = m.rand()
 		}
-		wait = Delay(m.policy, n, r)
+		wait = Delay(m.policy, n, rnd)
 	}
-	if deadline, ok := ctx.Deadline(); ok && !now.Add(wait).Before(deadline) {
-		return 0, StopDeadline
+	if deadline, ok := r.ctx.Deadline(); ok && !now.Add(wait).Before(deadline) {
+		return 0, StopDeadline, nil
 	}
-	return wait, ""
+	if err := r.g.Retry(); err != nil {
+		c.Message = Truncate(c.Message + "; not retried: " + err.Error())
+		return 0, StopBudget, err
+	}
+	return wait, "", nil
 }
 
 // classifySafely is classify with its panics contained: a panic (of the
@@ -661,32 +754,35 @@ func (m *Middleware) publishSafely(ctx context.Context, ev *events.Attempt) (err
 	return m.sink.Publish(ctx, ev)
 }
 
-// breakerCache finds the breaker of a call's upstream without building the
+// guardCache finds the guard of a call's upstream without building the
 // key Provider+"/"+Model on every call.
-type breakerCache struct {
-	group *breaker.Group
+type guardCache struct {
+	set *guard.Set
 
 	mu    sync.RWMutex
-	byKey map[string]*breaker.Breaker // by the default key
+	byKey map[string]*guard.Guard // by the default key
 }
 
-// get returns the breaker of call, whose Provider and Model are valid.
-func (c *breakerCache) get(call *Call) *breaker.Breaker {
+// get returns the guard of call, whose Provider and Model are valid.
+func (c *guardCache) get(call *Call) *guard.Guard {
 	if call.Upstream != "" {
-		return c.group.Get(call.Upstream)
+		return c.set.Get(call.Upstream)
 	}
 	var buf [events.MaxProviderLength + 1 + events.MaxModelLength]byte
 	k := append(append(append(buf[:0], call.Provider...), '/'), call.Model...)
 	c.mu.RLock()
-	b := c.byKey[string(k)] // no allocation: the compiler converts in place
+	g := c.byKey[string(k)] // no allocation: the compiler converts in place
 	c.mu.RUnlock()
-	if b != nil {
-		return b
+	if g != nil {
+		return g
 	}
 	key := string(k)
-	b = c.group.Get(key)
+	g = c.set.Get(key)
 	c.mu.Lock()
-	c.byKey[key] = b
+	c.byKey[key] = g
 	c.mu.Unlock()
-	return b
+	return g
 }
+
+// Guards returns the middleware's guards.
+func (m *Middleware) Guards() *guard.Set { return m.guards.set }

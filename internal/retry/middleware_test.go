@@ -543,7 +543,10 @@ func TestDoCircuitOpensMidCall(t *testing.T) {
 
 func TestDoNonRetryableFailuresDoNotOpenTheCircuit(t *testing.T) {
 	h := newHarness(t, func(o *Options) { o.Policy.MaxRetries = 0 })
-	errs := []error{statusErr(400, 0), statusErr(401, 0), statusErr(402, 0), statusErr(404, 0), errors.New("other")}
+	// Nor do 429s, retryable as they are: the upstream is healthy, the
+	// caller over its quota (the guards' rate limits hold it).
+	errs := []error{statusErr(400, 0), statusErr(401, 0), statusErr(402, 0), statusErr(404, 0), errors.New("other"),
+		statusErr(429, 0, "retry-after", "0")}
 	for range 3 {
 		for _, e := range errs {
 			_, err := Do(context.Background(), h.m, testCall, (&scripted{steps: []step{{err: e}}}).fn)
@@ -559,7 +562,7 @@ func TestDoNonRetryableFailuresDoNotOpenTheCircuit(t *testing.T) {
 		})
 		require.ErrorIs(t, err, context.Canceled)
 	}
-	assert.Equal(t, breaker.Closed, h.m.breakers.group.Get("anthropic/claude-test").State())
+	assert.Equal(t, breaker.Closed, h.m.guards.set.Get("anthropic/claude-test").Breaker().State())
 	// A success resets the count of retryable failures.
 	for range 4 {
 		_, _ = Do(context.Background(), h.m, testCall, (&scripted{steps: []step{{err: statusErr(500, 0)}}}).fn)
@@ -569,7 +572,7 @@ func TestDoNonRetryableFailuresDoNotOpenTheCircuit(t *testing.T) {
 	for range 4 {
 		_, _ = Do(context.Background(), h.m, testCall, (&scripted{steps: []step{{err: statusErr(500, 0)}}}).fn)
 	}
-	assert.Equal(t, breaker.Closed, h.m.breakers.group.Get("anthropic/claude-test").State())
+	assert.Equal(t, breaker.Closed, h.m.guards.set.Get("anthropic/claude-test").Breaker().State())
 }
 
 func TestDoInvalidCall(t *testing.T) {

@@ -39,15 +39,15 @@ func ledgerHeaders(a retry.Attempt) [3][2]string {
 }
 
 // newCallers builds the SDK client of every provider, pointed at the fake
-// server, with the SDK's retries off.
-func newCallers(ctx context.Context, srv *fakeprovider.Server, hc *http.Client) (map[string]caller, error) {
+// server whose root URL is root, with the SDK's retries off.
+func newCallers(ctx context.Context, root string, hc *http.Client) (map[string]caller, error) {
 	ant := asdk.NewClient(append([]aoption.RequestOption{
-		aoption.WithBaseURL(srv.BaseURL(fakeprovider.Anthropic)),
+		aoption.WithBaseURL(fakeprovider.BaseURLOf(root, fakeprovider.Anthropic)),
 		aoption.WithAPIKey("sim-key"),
 		aoption.WithHTTPClient(hc),
 	}, panthropic.ClientOptions()...)...)
 	oai := osdk.NewClient(append([]ooption.RequestOption{
-		ooption.WithBaseURL(srv.BaseURL(fakeprovider.OpenAI)),
+		ooption.WithBaseURL(fakeprovider.BaseURLOf(root, fakeprovider.OpenAI)),
 		ooption.WithAPIKey("sim-key"),
 		ooption.WithHTTPClient(hc),
 	}, popenai.ClientOptions()...)...)
@@ -55,7 +55,7 @@ func newCallers(ctx context.Context, srv *fakeprovider.Server, hc *http.Client) 
 		APIKey:      "sim-key",
 		Backend:     genai.BackendGeminiAPI,
 		HTTPClient:  hc,
-		HTTPOptions: genai.HTTPOptions{BaseURL: srv.BaseURL(fakeprovider.Gemini)},
+		HTTPOptions: genai.HTTPOptions{BaseURL: fakeprovider.BaseURLOf(root, fakeprovider.Gemini)},
 	}))
 	if err != nil {
 		return nil, fmt.Errorf("sim: gemini client: %w", err)
@@ -99,6 +99,7 @@ func (c *anthropicCaller) call(ctx context.Context, prompt string, a retry.Attem
 	rep := retry.Report{Usage: usage.Usage()}
 	if raw != nil {
 		rep.ProviderRequestID = panthropic.RequestID(raw.Header)
+		rep.Header = raw.Header
 	}
 	if err := stream.Err(); err != nil {
 		return rep, err
@@ -132,6 +133,7 @@ func (c *openaiCaller) call(ctx context.Context, prompt string, a retry.Attempt)
 	var rep retry.Report
 	if raw != nil {
 		rep.ProviderRequestID = popenai.RequestID(raw.Header)
+		rep.Header = raw.Header
 	}
 	if err != nil {
 		return rep, err

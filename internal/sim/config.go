@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
@@ -99,8 +100,26 @@ type Config struct {
 	Sink retry.Sink
 	// Breakers are the circuit breakers of the retry middleware. Nil
 	// selects breakers that never open, so that the run stays
-	// deterministic.
+	// deterministic. Ignored when Guards is set.
 	Breakers *breaker.Group
+	// Guards are the middleware's guards (breaker, rate limits, retry
+	// budget; local, or shared by a fleet of processes). Nil selects
+	// Breakers.
+	Guards *guard.Set
+	// ProviderURL is the root URL of a fake provider another process
+	// serves (publisher simulate --processes): the fleet calls it instead
+	// of starting its own, and its Result has no Truth.
+	ProviderURL string
+	// Tier and Outage are the limits and the outage of the fleet's own
+	// fake provider (without ProviderURL).
+	Tier   fakeprovider.Tier
+	Outage fakeprovider.Outage
+	// Shard, when Count is set, gives this fleet the sessions i with
+	// i % Count == Index only: one process of a fleet of Count.
+	Shard Shard
+	// Think is how long an agent waits after each call before the next:
+	// its demand. Zero: none, an agent calls as fast as it can.
+	Think time.Duration
 	// Logger receives the events the sink refused and the fleet's own
 	// records. Nil discards them.
 	Logger *slog.Logger
@@ -119,6 +138,25 @@ func Policy() retry.Policy {
 		HintCap:        time.Second,
 		AttemptTimeout: 250 * time.Millisecond,
 	}
+}
+
+// Shard is one process's part of a fleet's sessions.
+type Shard struct{ Index, Count int }
+
+// sessions is how many of n sessions the shard has.
+func (s Shard) sessions(n int) int {
+	if s.Count <= 1 {
+		return n
+	}
+	return (n - s.Index + s.Count - 1) / s.Count
+}
+
+// session is the index of the shard's j-th session among all.
+func (s Shard) session(j int) int {
+	if s.Count <= 1 {
+		return j
+	}
+	return s.Index + j*s.Count
 }
 
 // withDefaults validates c and returns it with the defaults applied.
@@ -152,6 +190,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, &ConfigError{Field: "CallsPerSession", Rule: fmt.Sprintf("is %d; it must be from 1 to %d", c.CallsPerSession, MaxCallsPerSession)}
 	case c.Sink == nil:
 		return c, &ConfigError{Field: "Sink", Rule: "is nil; it is required"}
+	case c.Think < 0:
+		return c, &ConfigError{Field: "Think", Rule: fmt.Sprintf("is %s; it must not be negative", c.Think)}
+	case c.Shard.Count < 0 || c.Shard.Count > MaxAgents || c.Shard.Index < 0 || c.Shard.Count > 0 && c.Shard.Index >= c.Shard.Count:
+		return c, &ConfigError{Field: "Shard", Rule: fmt.Sprintf("is %d of %d; it must be from 0 to Count-1, Count at most %d", c.Shard.Index, c.Shard.Count, MaxAgents)}
 	}
 	if err := events.ValidateID("RunID", requestID(c.RunID, MaxSessions-1, MaxCallsPerSession-1)); err != nil {
 		return c, &ConfigError{Field: "RunID", Rule: fmt.Sprintf("%q does not make valid IDs", c.RunID), Err: err}

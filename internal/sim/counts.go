@@ -36,6 +36,28 @@ type Counts struct {
 	Usage  events.Usage `json:"usage"`
 	// SinkErrors is the number of events the sink refused.
 	SinkErrors int64 `json:"sink_errors"`
+	// Waits is the number of waits for rate-limit capacity before an
+	// attempt (no attempts, no events).
+	Waits int64 `json:"waits"`
+}
+
+// Add adds the figures of o (another process's) to c.
+func (c *Counts) Add(o Counts) {
+	c.Calls += o.Calls
+	c.CallsSucceeded += o.CallsSucceeded
+	c.CallsFailed += o.CallsFailed
+	c.Attempts += o.Attempts
+	c.Retries += o.Retries
+	if c.Outcomes == nil {
+		c.Outcomes = make(map[string]int64, len(o.Outcomes))
+	}
+	for k, v := range o.Outcomes {
+		c.Outcomes[k] += v
+	}
+	c.Billed = c.Billed.Add(o.Billed)
+	c.Usage = c.Usage.Add(o.Usage)
+	c.SinkErrors += o.SinkErrors
+	c.Waits += o.Waits
 }
 
 // Progress is a snapshot of a run under way.

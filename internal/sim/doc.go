@@ -14,7 +14,12 @@
 // A run is deterministic given its Config (seed, run ID, sizes, fault mix,
 // retry budget): the fake provider decides every attempt from the seed and
 // the call's identity, so scheduling changes only the order of events, not
-// the truth or the counts. Circuit breakers would make the outcome depend
-// on timing, so the fleet's are never-opening unless Config.Breakers
-// supplies others.
+// the truth or the counts. Circuit breakers, rate limits and retry budgets
+// would make the outcome depend on timing, so the fleet's breakers never
+// open and nothing is limited unless Config.Breakers or Config.Guards
+// supplies others (publisher simulate --fleet-limits).
+//
+// A fleet may be one process of several (Config.Shard) calling a fake
+// provider another process serves (Config.ProviderURL); that process
+// holds the truth.
 package sim

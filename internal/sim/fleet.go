@@ -22,7 +22,8 @@ var ErrAlreadyRun = errors.New("sim: fleet already run")
 
 // Result is the outcome of a run.
 type Result struct {
-	// Truth is the fake provider's ground truth: what it charged.
+	// Truth is the fake provider's ground truth: what it charged; nil
+	// when the provider is another process's (Config.ProviderURL).
 	Truth *fakeprovider.Truth `json:"truth"`
 	// Counts are the fleet's own figures.
 	Counts Counts `json:"counts"`
@@ -62,7 +63,9 @@ func New(cfg Config) (*Fleet, error) {
 func (f *Fleet) Config() Config { return f.cfg }
 
 // CallsTotal is the number of logical calls a complete run makes.
-func (f *Fleet) CallsTotal() int64 { return int64(f.cfg.Sessions) * int64(f.cfg.CallsPerSession) }
+func (f *Fleet) CallsTotal() int64 {
+	return int64(f.cfg.Shard.sessions(f.cfg.Sessions)) * int64(f.cfg.CallsPerSession)
+}
 
 // Progress returns a snapshot of the run so far.
 func (f *Fleet) Progress() Progress {
@@ -86,23 +89,29 @@ func (f *Fleet) Run(ctx context.Context) (*Result, error) {
 		return nil, ErrAlreadyRun
 	}
 	begin := time.Now()
-	srv, err := fakeprovider.New(fakeprovider.Options{Seed: f.cfg.Seed, Mix: f.cfg.Mix})
-	if err != nil {
-		return nil, fmt.Errorf("sim: %w", err)
+	root := f.cfg.ProviderURL
+	var srv *fakeprovider.Server
+	if root == "" {
+		var err error
+		srv, err = fakeprovider.New(fakeprovider.Options{Seed: f.cfg.Seed, Mix: f.cfg.Mix, Tier: f.cfg.Tier, Outage: f.cfg.Outage})
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		defer srv.Close()
+		root = srv.URL()
 	}
-	defer srv.Close()
 
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = f.cfg.Agents
 	defer transport.CloseIdleConnections()
 	hc := &http.Client{Transport: transport}
 
-	callers, err := newCallers(ctx, srv, hc)
+	callers, err := newCallers(ctx, root, hc)
 	if err != nil {
 		return nil, err
 	}
 	breakers := f.cfg.Breakers
-	if breakers == nil {
+	if breakers == nil && f.cfg.Guards == nil {
 		if breakers, err = breaker.NewGroup(breaker.Config{FailureThreshold: math.MaxInt}); err != nil {
 			return nil, fmt.Errorf("sim: breakers: %w", err)
 		}
@@ -112,6 +121,7 @@ func (f *Fleet) Run(ctx context.Context) (*Result, error) {
 		Classifier: classifier,
 		Sink:       f.sink,
 		Breakers:   breakers,
+		Guards:     f.cfg.Guards,
 		Rand:       retry.LockedRand(f.cfg.Seed, 0x5157),
 		Logger:     f.logger,
 	})
@@ -124,26 +134,44 @@ func (f *Fleet) Run(ctx context.Context) (*Result, error) {
 	for range f.cfg.Agents {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= f.cfg.Sessions {
+				j := int(next.Add(1) - 1)
+				if j >= f.cfg.Shard.sessions(f.cfg.Sessions) {
 					return
 				}
-				f.session(ctx, mw, callers, i)
+				f.session(ctx, mw, callers, f.cfg.Shard.session(j))
 			}
 		})
 	}
 	wg.Wait()
-	// Close waits for the server's handlers, so the truth is final: it
-	// includes a request that reached the server after its client gave up.
-	srv.Close()
-	res := &Result{Truth: srv.Truth(), Elapsed: time.Since(begin)}
+	res := &Result{Elapsed: time.Since(begin)}
+	if srv != nil {
+		// Close waits for the server's handlers, so the truth is final: it
+		// includes a request that reached the server after its client
+		// gave up.
+		srv.Close()
+		res.Truth = srv.Truth()
+	}
 	res.Counts = Counts{
 		Calls:          f.callsSucceeded.Load() + f.callsFailed.Load(),
 		CallsSucceeded: f.callsSucceeded.Load(),
 		CallsFailed:    f.callsFailed.Load(),
 	}
 	f.sink.fill(&res.Counts)
+	res.Counts.Waits = int64(mw.Stats().Waits)
 	return res, ctx.Err()
+}
+
+// think waits Config.Think, or until ctx ends.
+func (f *Fleet) think(ctx context.Context) {
+	if f.cfg.Think <= 0 {
+		return
+	}
+	t := time.NewTimer(f.cfg.Think)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // session runs the calls of session i one after the other.
@@ -162,6 +190,7 @@ func (f *Fleet) session(ctx context.Context, mw *retry.Middleware, callers map[s
 			return struct{}{}, rep, err
 		})
 		f.callsDone.Add(1)
+		f.think(ctx)
 		if err == nil {
 			f.callsSucceeded.Add(1)
 			continue

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentledger/ledger/internal/events"
 )
@@ -37,6 +38,13 @@ type Options struct {
 	// requests need no ledger headers. Requests past the end are answered
 	// 500 and counted (Unscripted).
 	Script []Step
+	// Tier are the organizations' rate limits (tier.go); the zero value
+	// has none.
+	Tier Tier
+	// Outage is a window of 503s (tier.go); the zero value has none.
+	Outage Outage
+	// Now is the clock of the tier and the outage; nil selects time.Now.
+	Now func() time.Time
 }
 
 // Server is the fake provider: an HTTP server on 127.0.0.1 with a random
@@ -51,6 +59,7 @@ type Server struct {
 
 	stop      chan struct{} // closed by Close; releases stalled handlers
 	closeOnce sync.Once
+	limits    *limiter // nil without a tier or an outage
 }
 
 // New validates the options and starts a server on a random loopback
@@ -63,6 +72,9 @@ func New(opts Options) (*Server, error) {
 // providers' own paths (see Listen).
 func listen(addr string, opts Options, root bool) (*Server, error) {
 	if err := opts.Mix.Validate(); err != nil {
+		return nil, err
+	}
+	if err := validateLimits(opts.Tier, opts.Outage); err != nil {
 		return nil, err
 	}
 	var sc *script
@@ -81,6 +93,9 @@ func listen(addr string, opts Options, root bool) (*Server, error) {
 		script: sc,
 		ledger: newLedger(),
 		stop:   make(chan struct{}),
+	}
+	if opts.Tier != (Tier{}) || opts.Outage != (Outage{}) {
+		s.limits = newLimiter(opts.Tier, opts.Outage, opts.Now)
 	}
 	mux := http.NewServeMux()
 	counted := func(h http.HandlerFunc) http.HandlerFunc {
@@ -109,14 +124,18 @@ func (s *Server) URL() string { return s.ts.URL }
 // (option.WithBaseURL) URL()/anthropic/, for OpenAI (option.WithBaseURL)
 // URL()/openai/v1/, for Gemini (HTTPOptions.BaseURL, API version v1beta)
 // URL()/gemini/. It returns "" for a provider the server does not speak.
-func (s *Server) BaseURL(provider string) string {
+func (s *Server) BaseURL(provider string) string { return BaseURLOf(s.ts.URL, provider) }
+
+// BaseURLOf is BaseURL for a server whose URL is root, served by another
+// process (publisher simulate --processes).
+func BaseURLOf(root, provider string) string {
 	switch provider {
 	case Anthropic:
-		return s.ts.URL + "/anthropic/"
+		return root + "/anthropic/"
 	case OpenAI:
-		return s.ts.URL + "/openai/v1/"
+		return root + "/openai/v1/"
 	case Gemini:
-		return s.ts.URL + "/gemini/"
+		return root + "/gemini/"
 	}
 	return ""
 }
@@ -266,6 +285,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c callID, provide
 		// The client gave up before the request was handled: nothing is
 		// generated, nothing billed.
 		s.ledger.recordAbandoned()
+		return
+	}
+	if s.gate(w, c, provider, model, s.costOf(c, provider, maxOutput), rep) {
 		return
 	}
 	d, usage, ok := s.decide(c, provider)

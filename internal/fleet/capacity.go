@@ -1,0 +1,370 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/tokenbucket"
+)
+
+// allowance is the capacity this process took from the fleet's buckets
+// and has not spent yet. What it holds beyond its debts lapses one burst
+// window after it was taken: the provider's bucket would not have kept
+// it longer.
+type allowance struct {
+	have    guard.Cost
+	expires time.Time
+	// demand is this process's recent rate of attempts per second, which
+	// sizes the chunks it takes.
+	demand     float64
+	lastChunk  time.Time
+	sinceChunk float64
+}
+
+// lapse drops what the allowance holds beyond its debts once it expired.
+func (a *allowance) lapse(now time.Time) {
+	if now.Before(a.expires) {
+		return
+	}
+	for d := range a.have {
+		a.have[d] = min(a.have[d], 0)
+	}
+}
+
+// covers reports whether the allowance holds cost in every limited
+// dimension.
+func (a *allowance) covers(lim guard.Limits, cost guard.Cost) bool {
+	for d := range guard.NumDims {
+		if lim[d] > 0 && a.have[d] < cost[d] {
+			return false
+		}
+	}
+	return true
+}
+
+// take spends cost.
+func (a *allowance) take(cost guard.Cost) {
+	for d := range guard.NumDims {
+		a.have[d] -= cost[d]
+	}
+	a.sinceChunk++
+}
+
+// contendedWait is the wait of a process that lost every compare-and-set
+// of a chunk to others.
+const contendedWait = 5 * time.Millisecond
+
+// chunkWindow is how much of its own demand a process takes at once.
+const chunkWindow = 250 * time.Millisecond
+
+// chunk is what the process asks for beyond its need: a quarter second of
+// its recent demand, at most its share of a full bucket.
+func (a *allowance) chunk(lim guard.Limits, cost guard.Cost, burst time.Duration, processes int, now time.Time) guard.Cost {
+	if !a.lastChunk.IsZero() {
+		// A burst at one instant counts as 10 ms: the rate is high, and
+		// the share caps the chunk anyway.
+		d := max(now.Sub(a.lastChunk), 10*time.Millisecond).Seconds()
+		a.demand = 0.5*a.demand + 0.5*a.sinceChunk/d
+	}
+	a.lastChunk, a.sinceChunk = now, 0
+	var c guard.Cost
+	for d := range guard.NumDims {
+		if lim[d] <= 0 {
+			continue
+		}
+		share := tokenbucket.Limit{PerMinute: float64(lim[d]), Burst: burst}.Capacity() / float64(max(1, processes))
+		c[d] = min(a.demand*chunkWindow.Seconds()*cost[d], share)
+	}
+	return c
+}
+
+// Reserve implements guard.SharedUpstream: the hold first, then the
+// allowance; when the allowance falls short, a chunk from the fleet's
+// buckets by compare-and-set, or the wait until they hold the need.
+func (u *upstream) Reserve(now time.Time, cost guard.Cost) (time.Duration, *guard.LimitError, error) {
+	u.mu.Lock()
+	if lerr := u.holdLocked(now); lerr != nil {
+		u.mu.Unlock()
+		return lerr.Until.Sub(now), lerr, nil
+	}
+	lim := u.limitsLocked()
+	if !lim.Any() {
+		u.mu.Unlock()
+		return 0, nil, nil
+	}
+	u.allow.lapse(now)
+	if u.allow.covers(lim, cost) {
+		u.allow.take(cost)
+		u.mu.Unlock()
+		return 0, nil, nil
+	}
+	var need guard.Cost
+	for d := range guard.NumDims {
+		need[d] = max(0, cost[d]-u.allow.have[d])
+	}
+	burst := u.params.Burst
+	extra := u.allow.chunk(lim, cost, burst, u.f.Processes(), now)
+	seen, est := u.seen, u.est
+	u.mu.Unlock()
+
+	var (
+		wait    time.Duration
+		waitDim guard.Dim
+		grant   guard.Cost
+	)
+	ctx, cancel := u.f.withWait()
+	defer cancel()
+	_, _, err := cas(ctx, u.f, key(kindCapacity, u.name), &u.cap, &u.mu, (*capacityRecord).valid,
+		func(cur capacityRecord, exists bool) (capacityRecord, bool, error) {
+			next := refill(cur, exists, lim, burst, now, &seen)
+			wait, grant = 0, guard.Cost{}
+			for d := range guard.NumDims {
+				if lim[d] <= 0 {
+					continue
+				}
+				b := tokenbucket.Bucket{Level: next.Levels[d], At: next.At}
+				if w := b.Wait(tokenbucket.Limit{PerMinute: float64(lim[d]), Burst: burst}, need[d]); w > wait {
+					wait, waitDim = w, d
+				}
+			}
+			if wait > 0 {
+				return cur, false, nil
+			}
+			for d := range guard.NumDims {
+				if lim[d] > 0 {
+					grant[d] = need[d] + min(max(next.Levels[d]-need[d], 0), extra[d])
+					next.Levels[d] -= grant[d]
+				}
+			}
+			if est.Known() {
+				next.Est = dimsOf[float64](est.Cost())
+			}
+			next.By = u.f.opts.Process
+			return next, true, nil
+		})
+	if errors.Is(err, errContended) {
+		// Others keep taking capacity: try again shortly.
+		return contendedWait, &guard.LimitError{Upstream: u.name, Fleet: true, Dim: guard.Requests, PerMinute: lim[guard.Requests]}, nil
+	}
+	if err != nil {
+		return 0, nil, u.f.failed("taking capacity of "+u.name, err)
+	}
+	if wait > 0 {
+		return wait, &guard.LimitError{Upstream: u.name, Fleet: true, Dim: waitDim, PerMinute: lim[waitDim]}, nil
+	}
+	u.mu.Lock()
+	for d := range guard.NumDims {
+		u.allow.have[d] += grant[d]
+	}
+	u.allow.expires = now.Add(burst)
+	u.allow.take(cost)
+	u.mu.Unlock()
+	return 0, nil, nil
+}
+
+// remainingSeen is what the provider last said remained of each
+// dimension, and when.
+type remainingSeen struct {
+	at    [guard.NumDims]tokenbucket.Bucket
+	valid [guard.NumDims]bool
+}
+
+// refill is the capacity record brought forward to now under lim: a new
+// dimension (or a new record) starts from what the provider last said
+// remained (full when it said nothing), a refill is capped at the
+// capacity, and at what the provider last told this process remained,
+// refilled since (an upper bound of what it has: whatever the fleet's
+// record missed, such as the attempts its processes made while they
+// decided alone, the provider has counted).
+func refill(cur capacityRecord, exists bool, lim guard.Limits, burst time.Duration, now time.Time, seen *remainingSeen) capacityRecord {
+	next := capacityRecord{V: recordVersion, At: now, Est: cur.Est}
+	for d := range guard.NumDims {
+		if lim[d] <= 0 {
+			continue
+		}
+		l := tokenbucket.Limit{PerMinute: float64(lim[d]), Burst: burst}
+		if !exists {
+			next.Levels[d] = guard.Start(l, now, seen.at[d], seen.valid[d]).Level
+			continue
+		}
+		b := tokenbucket.Bucket{Level: cur.Levels[d], At: cur.At}.Refilled(l, now)
+		next.Levels[d] = b.Level
+		if seen.valid[d] {
+			next.Levels[d] = min(b.Level, guard.Start(l, now, seen.at[d], true).Level)
+		}
+		if b.At.After(next.At) {
+			next.At = b.At // a writer whose clock is ahead: keep its time
+		}
+	}
+	if exists && cur.At.After(next.At) {
+		next.At = cur.At
+	}
+	return next
+}
+
+// holdLocked is the hold in force at now, the fleet's or this process's
+// own, as the error of the wait.
+func (u *upstream) holdLocked(now time.Time) *guard.LimitError {
+	h := u.localHold
+	if u.hold.ok && u.hold.rec.Until.After(h.Until) {
+		h = u.hold.rec
+	}
+	if !now.Before(h.Until) {
+		return nil
+	}
+	reason := h.Reason
+	if h.By != "" {
+		reason += ", seen by " + h.By
+	}
+	return &guard.LimitError{Upstream: u.name, Fleet: true, Hold: true, Until: h.Until, Reason: reason}
+}
+
+// Observe implements guard.SharedUpstream: a settled reservation's
+// difference goes back to (or is owed by) the allowance; limits the
+// headers say that the fleet does not know yet, a hold later than the
+// fleet's, and a provider's remaining capacity lower than the fleet's
+// bucket are written by the maintainer.
+func (u *upstream) Observe(now time.Time, o guard.SharedObservation) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if o.Reserved {
+		for d := range guard.NumDims {
+			u.allow.have[d] += o.Cost[d] - o.Actual[d]
+		}
+	}
+	if o.Actual[guard.Requests] > 0 && o.Actual[guard.Tokens] > 0 {
+		u.est.Add(o.Actual) // an attempt that used tokens (not a 503's nothing)
+	}
+	dirty := false
+	for d := range guard.NumDims {
+		if v := o.Headers.Limit[d]; v > 0 {
+			u.learned[d] = v
+			if !u.lim.ok || u.lim.rec.Limits[d] != v {
+				u.pend.limits, dirty = true, true
+			}
+		}
+	}
+	if !o.HoldUntil.IsZero() && u.holdLocked(o.HoldUntil) == nil {
+		h := holdRecord{V: recordVersion, Until: o.HoldUntil, Reason: o.HoldWhy, By: u.f.opts.Process, At: now}
+		u.localHold, u.pend.hold, dirty = h, &h, true
+	}
+	for d := range guard.NumDims {
+		if o.Headers.HasRemaining[d] {
+			u.seen.at[d], u.seen.valid[d] = tokenbucket.Bucket{Level: float64(o.Headers.Remaining[d]), At: now}, true
+		}
+	}
+	if u.remainingLowerLocked(now, &o.Headers) {
+		dirty = true
+	}
+	if dirty {
+		u.markDirtyLocked()
+	}
+}
+
+// remainingLowerLocked queues a correction of the fleet's buckets where
+// the provider says less remains than they hold (by more than a tenth of
+// a bucket): another consumer of the account, or a model that drifted.
+func (u *upstream) remainingLowerLocked(now time.Time, h *guard.Observed) bool {
+	if !u.cap.ok {
+		return false
+	}
+	lim := u.limitsLocked()
+	fix := false
+	for d := range guard.NumDims {
+		if lim[d] <= 0 || !h.HasRemaining[d] {
+			continue
+		}
+		l := tokenbucket.Limit{PerMinute: float64(lim[d]), Burst: u.params.Burst}
+		level := tokenbucket.Bucket{Level: u.cap.rec.Levels[d], At: u.cap.rec.At}.Refilled(l, now).Level
+		if r := float64(h.Remaining[d]); level-r > max(1, l.Capacity()/10) {
+			if u.pend.capFix == nil {
+				u.pend.capFix = &capFix{}
+			}
+			u.pend.capFix.level[d], u.pend.capFix.set[d], fix = r, true, true
+		}
+	}
+	return fix
+}
+
+// writeHold writes a hold unless the fleet holds longer already.
+func (u *upstream) writeHold(ctx context.Context, h holdRecord) error {
+	_, _, err := cas(ctx, u.f, key(kindHold, u.name), &u.hold, &u.mu, (*holdRecord).valid,
+		func(cur holdRecord, exists bool) (holdRecord, bool, error) {
+			if exists && !h.Until.After(cur.Until) {
+				return cur, false, nil
+			}
+			return h, true, nil
+		})
+	return err
+}
+
+// writeLimits writes the limits this process learned where they differ
+// from the fleet's.
+func (u *upstream) writeLimits(ctx context.Context) error {
+	u.mu.Lock()
+	learned := u.learned
+	u.mu.Unlock()
+	me, now := u.f.opts.Process, u.f.opts.Now()
+	_, _, err := cas(ctx, u.f, key(kindLimits, u.name), &u.lim, &u.mu, (*limitsRecord).valid,
+		func(cur limitsRecord, exists bool) (limitsRecord, bool, error) {
+			next := cur
+			if !exists {
+				next = limitsRecord{V: recordVersion}
+			}
+			next.Limits = dimsOf[int64](guard.Limits(next.Limits).Over(learned))
+			if exists && next.Limits == cur.Limits {
+				return cur, false, nil
+			}
+			next.By, next.At = me, now
+			return next, true, nil
+		})
+	return err
+}
+
+// capFix are the levels the provider says remain, by dimension.
+type capFix struct {
+	level [guard.NumDims]float64
+	set   [guard.NumDims]bool
+}
+
+// writeCapFix lowers the fleet's buckets to what the provider says
+// remains.
+func (u *upstream) writeCapFix(ctx context.Context, fix capFix) error {
+	u.mu.Lock()
+	lim, burst := u.limitsLocked(), u.params.Burst
+	u.mu.Unlock()
+	now := u.f.opts.Now()
+	_, _, err := cas(ctx, u.f, key(kindCapacity, u.name), &u.cap, &u.mu, (*capacityRecord).valid,
+		func(cur capacityRecord, exists bool) (capacityRecord, bool, error) {
+			if !exists {
+				return cur, false, nil
+			}
+			next := refill(cur, exists, lim, burst, now, &remainingSeen{})
+			lowered := false
+			for d := range guard.NumDims {
+				if lim[d] > 0 && fix.set[d] && fix.level[d] < next.Levels[d] {
+					next.Levels[d], lowered = fix.level[d], true
+				}
+			}
+			next.By = u.f.opts.Process
+			return next, lowered, nil
+		})
+	return err
+}
+
+// Estimate implements guard.SharedUpstream: this process's estimate once
+// its attempts gave it one, else the one the fleet's capacity record
+// carries.
+func (u *upstream) Estimate() (guard.Cost, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.est.Known() {
+		return u.est.Cost(), true
+	}
+	if u.cap.ok && u.cap.rec.Est[guard.Requests] > 0 {
+		return guard.Cost(u.cap.rec.Est), true
+	}
+	return guard.Cost{}, false
+}

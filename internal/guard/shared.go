@@ -1,0 +1,72 @@
+package guard
+
+import (
+	"time"
+
+	"github.com/agentledger/ledger/internal/breaker"
+)
+
+// Shared is a fleet's shared state (package fleet implements it). Its
+// methods must be safe for concurrent use.
+type Shared interface {
+	// Upstream returns the shared state of the upstream key, with the
+	// upstream's settings.
+	Upstream(key string, p Params) SharedUpstream
+	// Healthy reports whether the shared state is usable now; while it is
+	// not, every decision is local.
+	Healthy() bool
+	// Processes is the number of processes of the fleet last seen alive
+	// (at least 1): a degraded Guard divides its limits by it.
+	Processes() int
+}
+
+// SharedPermit is the shared breaker's admission of one attempt.
+type SharedPermit struct {
+	Generation uint64
+	Probe      bool
+}
+
+// SharedUpstream is the shared state of one upstream. Any method may
+// return ErrUnavailable (after at most the backend's short wait), and the
+// Guard then decides locally. Every other error is a decision.
+type SharedUpstream interface {
+	// Check returns the breaker's rejection when the shared breaker
+	// rejects for sure now (open, or a probe in flight), without claiming
+	// anything; nil otherwise.
+	Check(now time.Time) error
+	// Allow admits an attempt, or returns the breaker's rejection (an
+	// error wrapping breaker.ErrCircuitOpen). After the cooldown it claims
+	// the fleet's single probe.
+	Allow(now time.Time) (SharedPermit, error)
+	// Done reports the outcome of the attempt admitted by p.
+	Done(now time.Time, p SharedPermit, r breaker.Result)
+	// Reserve takes cost from the shared capacity, or returns how long
+	// until it fits and the limit it waits for (wait > 0 with a non-nil
+	// *LimitError; the zero wait means taken).
+	Reserve(now time.Time, cost Cost) (time.Duration, *LimitError, error)
+	// Observe tells the shared state what an attempt learned: the cost it
+	// reserved (when Reserved) against its actual cost, the rate-limit
+	// headers, and the hold a 429 asks for (zero HoldUntil: none).
+	Observe(now time.Time, o SharedObservation)
+	// First counts a first attempt for the retry budget.
+	First(now time.Time)
+	// Retry takes one retry from the budget, or returns the
+	// *BudgetError that refuses it.
+	Retry(now time.Time) error
+	// Estimate is the fleet's estimated cost of one attempt, learned from
+	// the attempts of any process; false when none is known. A Guard
+	// reserves it until its own successful attempts give it its own
+	// estimate, so that a process that has had none does not take the
+	// token limits for free (and meet only 429s).
+	Estimate() (Cost, bool)
+}
+
+// SharedObservation is what a settled attempt tells the shared state.
+type SharedObservation struct {
+	Reserved  bool
+	Cost      Cost
+	Actual    Cost
+	Headers   Observed
+	HoldUntil time.Time
+	HoldWhy   string
+}
