@@ -9,9 +9,13 @@
 // provider's routes to --anthropic-url, --openai-url and --gemini-url
 // (origins; the providers' public endpoints by default), running every
 // call through the retry middleware (--max-retries, --retry-base-delay,
-// --retry-max-delay, --hint-cap) and a circuit breaker per provider and
-// model (--breaker-threshold, --breaker-cooldown). See package
-// internal/gateway for what it accounts and how.
+// --retry-max-delay, --hint-cap) and the guards of each provider and
+// model: a circuit breaker (--breaker-threshold, --breaker-cooldown), rate
+// limits learned from the providers' rate-limit headers and a retry
+// budget, shared with every replica and agent process on the same NATS
+// (KV bucket ledger_upstreams, docs/fleet.md) unless --fleet-limits off;
+// when NATS is slow or away each decides alone within --fleet-wait. See
+// package internal/gateway for what it accounts and how.
 //
 // It connects to NATS with the nats CLI's flags (--nats-url, --creds,
 // --nkey, --tls-ca, --tls-cert, --tls-key, --context, or their NATS_*

@@ -9,20 +9,26 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/fleet"
+	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
 // ledgerConn is the gateway's link to the ledger: the NATS connection,
-// the publisher of the attempt events and the bucket of attempt numbers.
+// the publisher of the attempt events, the bucket of attempt numbers and
+// the upstreams' guards (shared by the fleet with --fleet-limits on).
 type ledgerConn struct {
-	conn     *connect.Conn
-	pub      *emit.Publisher
-	attempts jetstream.KeyValue
-	drain    time.Duration
+	conn        *connect.Conn
+	pub         *emit.Publisher
+	attempts    jetstream.KeyValue
+	guards      *guard.Set
+	closeGuards func()
+	drain       time.Duration
 }
 
 // openLedger connects, checks (or, asked to, creates) LEDGER_ATTEMPTS,
@@ -47,15 +53,32 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 	if err != nil {
 		return fail(err)
 	}
+	guards, closeGuards, err := fleet.Guards(ctx, conn.NC, conn.JS, f.fleetLimits == "on",
+		fleet.Options{Wait: f.fleetWait, Topology: f.topo, Logger: logger}, guardConfig(f))
+	if err != nil {
+		return fail(err)
+	}
 	opts := []emit.Option{emit.WithErrorHandler(func(err error) { logger.Warn("publish failed; retrying", slog.Any("error", err)) })}
 	if f.create {
 		opts = append(opts, emit.WithEnsureStream(f.topo))
 	}
 	pub, err := emit.New(conn.JS, opts...)
 	if err != nil {
+		closeGuards()
 		return fail(err)
 	}
-	return &ledgerConn{conn: conn, pub: pub, attempts: kv, drain: f.drainTimeout}, nil
+	return &ledgerConn{conn: conn, pub: pub, attempts: kv, guards: guards, closeGuards: closeGuards, drain: f.drainTimeout}, nil
+}
+
+// guardConfig is what guards each upstream (a provider and model): the
+// breaker of the flags, rate limits learned from the providers' headers,
+// and the retry budget (20 % of first attempts plus 10 a minute).
+func guardConfig(f *flags) guard.Config {
+	return guard.Config{
+		Breaker:    breaker.Config{FailureThreshold: f.breakerThreshold, Cooldown: f.breakerCooldown},
+		RateLimits: true,
+		Budget:     guard.Budget{On: true},
+	}
 }
 
 // checkStream checks that LEDGER_ATTEMPTS exists; with --create-stream it
@@ -88,6 +111,7 @@ func (l *ledgerConn) close(ctx context.Context, logger *slog.Logger) (emit.Stats
 	if err != nil {
 		logger.Error("gateway: events undelivered", "undelivered", st.Undelivered, "error", err)
 	}
+	l.closeGuards()
 	l.conn.Close()
 	return st, err
 }

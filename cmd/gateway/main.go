@@ -18,6 +18,7 @@ import (
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/connect"
+	"github.com/agentledger/ledger/internal/fleet"
 	"github.com/agentledger/ledger/internal/gateway"
 	"github.com/agentledger/ledger/internal/logflag"
 	"github.com/agentledger/ledger/internal/retry"
@@ -69,6 +70,8 @@ type flags struct {
 	policy                        retry.Policy
 	breakerThreshold              int
 	breakerCooldown               time.Duration
+	fleetLimits                   string
+	fleetWait                     time.Duration
 	attemptTimeout, idleTimeout   time.Duration
 	maxRequest, maxResponse       int64
 	attemptsTTL                   time.Duration
@@ -99,6 +102,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.policy.HintCap, "hint-cap", f.policy.HintCap, "longest Retry-After honoured; a longer one ends the call with the provider's answer")
 	fs.IntVar(&f.breakerThreshold, "breaker-threshold", breaker.DefaultFailureThreshold, "consecutive retryable failures of a provider and model that open its circuit")
 	fs.DurationVar(&f.breakerCooldown, "breaker-cooldown", breaker.DefaultCooldown, "how long an open circuit refuses calls before it admits a probe")
+	fs.StringVar(&f.fleetLimits, "fleet-limits", "on", "on: the breaker, rate limits (learned from the providers' headers) and retry budget of each provider and model are shared by every gateway replica and agent process on this NATS (KV bucket ledger_upstreams); off: this process's own")
+	fs.DurationVar(&f.fleetWait, "fleet-wait", fleet.DefaultWait, "with --fleet-limits on: the longest a call waits for the shared state before deciding alone")
 	fs.DurationVar(&f.attemptTimeout, "attempt-timeout", gateway.DefaultAttemptTimeout, "longest wait for an attempt's answer (a stream's first event)")
 	fs.DurationVar(&f.idleTimeout, "stream-idle-timeout", gateway.DefaultStreamIdleTimeout, "longest silence between two events of a stream")
 	fs.Int64Var(&f.maxRequest, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest request body taken (413 beyond)")
@@ -145,6 +150,10 @@ func (f *flags) validate() error {
 		}
 	}
 	switch {
+	case f.fleetLimits != "on" && f.fleetLimits != "off":
+		return cli.Usagef("--fleet-limits: %q must be on or off", f.fleetLimits)
+	case f.fleetWait <= 0:
+		return cli.Usagef("--fleet-wait: %s must be positive", f.fleetWait)
 	case f.breakerThreshold < 1:
 		return cli.Usagef("--breaker-threshold: %d must be at least 1", f.breakerThreshold)
 	case f.maxRequest < 1:
@@ -201,17 +210,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // middleware's breakers are a group of this process; a fleet-wide group
 // (shared over NATS) is what Retry.Breakers takes when there is one.
 func newGateway(f *flags, l *ledgerConn, logger *slog.Logger) (*gateway.Gateway, error) {
-	group, err := breaker.NewGroup(breaker.Config{FailureThreshold: f.breakerThreshold, Cooldown: f.breakerCooldown})
-	if err != nil {
-		return nil, err
-	}
 	ups := make(map[string]string, len(f.upstreams))
 	for p, u := range f.upstreams {
 		ups[p] = *u
 	}
 	return gateway.New(gateway.Config{
 		Upstreams:            ups,
-		Retry:                retry.Options{Policy: f.policy, Sink: l.pub, Breakers: group, Logger: logger},
+		Retry:                retry.Options{Policy: f.policy, Sink: l.pub, Guards: l.guards, Logger: logger},
 		Attempts:             gateway.NewKVAttempts(l.attempts),
 		DefaultSession:       f.defaultSession,
 		ForwardLedgerHeaders: f.forward,

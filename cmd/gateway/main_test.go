@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +87,25 @@ func TestNoStreamIsAUsageError(t *testing.T) {
 	assert.Contains(t, errb.String(), "LEDGER_ATTEMPTS does not exist")
 }
 
+// startCommand runs the command with args until ctx ends, and returns the
+// address it serves on, the channel of its exit status and its stderr.
+func startCommand(t *testing.T, ctx context.Context, args ...string) (string, <-chan int, *syncBuffer) {
+	t.Helper()
+	out := &syncBuffer{addr: make(chan string, 1)}
+	errb := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- command(ctx, args, out, errb) }()
+	select {
+	case addr := <-out.addr:
+		return addr, done, errb
+	case code := <-done:
+		t.Fatalf("the gateway ended with %d: %s", code, errb.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gateway did not start")
+	}
+	return "", nil, nil
+}
+
 // leakKey is a credential recognisable wherever it leaks.
 const leakKey = "sk-LEAKCHECK-cmd-4b06e1d2a9"
 
@@ -100,22 +120,9 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{addr: make(chan string, 1)}
-	errb := &syncBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		done <- command(ctx, []string{"run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0", "--create-stream",
-			"--anthropic-url", fp.URL(), "--openai-url", fp.URL(), "--gemini-url", "http://127.0.0.1:1",
-			"--forward-ledger-headers", "--retry-base-delay", "1ms", "--log-level", "debug", "--log-format", "json"}, out, errb)
-	}()
-	var addr string
-	select {
-	case addr = <-out.addr:
-	case code := <-done:
-		t.Fatalf("the gateway ended with %d: %s", code, errb.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("the gateway did not start")
-	}
+	addr, done, errb := startCommand(t, ctx, "run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0", "--create-stream",
+		"--anthropic-url", fp.URL(), "--openai-url", fp.URL(), "--gemini-url", "http://127.0.0.1:1",
+		"--forward-ledger-headers", "--retry-base-delay", "1ms", "--log-level", "debug", "--log-format", "json")
 
 	post := func(path, body string, kv ...string) *http.Response {
 		req, err := http.NewRequest(http.MethodPost, addr+path, strings.NewReader(body))
@@ -178,4 +185,66 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 	assert.Equal(t, 3, unreachable, "the Gemini attempts failed to connect")
 	_, err = js.KeyValue(context.Background(), topology.GatewayAttemptsBucket)
 	assert.NoError(t, err, "the gateway created its bucket")
+}
+
+// Two gateway replicas on one NATS share each upstream's breaker (fleet
+// limits are on by default): the failures one replica sees open the
+// circuit for the other, which then refuses the call without sending it
+// upstream, answering 503 with retry-after.
+func TestReplicasShareTheBreaker(t *testing.T) {
+	srv, _, _ := natstest.StartJS(t)
+	var mu sync.Mutex
+	calls := 0
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(529)
+		_, _ = io.WriteString(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+	}))
+	t.Cleanup(upstream.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := func(threshold string) string {
+		addr, done, errb := startCommand(t, ctx, "run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0", "--create-stream",
+			"--anthropic-url", upstream.URL, "--max-retries", "0", "--breaker-threshold", threshold, "--breaker-cooldown", "1m")
+		t.Cleanup(func() {
+			cancel()
+			if code := <-done; code != cli.ExitOK {
+				t.Errorf("a replica ended with %d: %s", code, errb.String())
+			}
+		})
+		return addr
+	}
+	// b would need 100 failures of its own to open its circuit.
+	a, b := start("2"), start("100")
+	call := func(addr string) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, addr+"/v1/messages", strings.NewReader(`{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
+		require.NoError(t, err)
+		req.Header.Set("X-Api-Key", "k")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for range 2 {
+		assert.Equal(t, 529, call(a).StatusCode, "the provider's own answer")
+	}
+	require.Eventually(t, func() bool {
+		resp := call(b)
+		return resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != ""
+	}, 10*time.Second, 10*time.Millisecond, "replica b refuses once a's failures opened the shared breaker")
+	mu.Lock()
+	sent := calls
+	mu.Unlock()
+	for range 5 {
+		assert.Equal(t, http.StatusServiceUnavailable, call(b).StatusCode)
+		assert.Equal(t, http.StatusServiceUnavailable, call(a).StatusCode)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, sent, calls, "no replica sends anything upstream while the shared circuit is open")
+	assert.LessOrEqual(t, calls, 4, "b saw the open circuit within a call or two (the report is written asynchronously)")
 }

@@ -137,28 +137,9 @@ func (ff *fleetFlags) guards(ctx context.Context, conn *connectpkg.Conn, runID s
 		RateLimits: true,
 		Budget:     guard.Budget{On: true},
 	}
-	closeFleet := func() {}
-	if ff.limits == limitsOn {
-		name := runID
-		if ff.worker != "" {
-			name += "-w" + strings.ReplaceAll(ff.worker, "/", "of")
-		}
-		f, err := fleet.Open(conn.NC, conn.JS, fleet.Options{Process: name, Wait: ff.wait, Logger: logger})
-		if err != nil {
-			return nil, nil, err
-		}
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := f.Ready(ctx); err != nil {
-			f.Close()
-			return nil, nil, err
-		}
-		cfg.Shared, closeFleet = f, f.Close
+	name := runID
+	if ff.worker != "" {
+		name += "-w" + strings.ReplaceAll(ff.worker, "/", "of")
 	}
-	gs, err := guard.New(cfg)
-	if err != nil {
-		closeFleet()
-		return nil, nil, err
-	}
-	return gs, closeFleet, nil
+	return fleet.Guards(ctx, conn.NC, conn.JS, ff.limits == limitsOn, fleet.Options{Process: name, Wait: ff.wait, Logger: logger}, cfg)
 }

@@ -20,7 +20,7 @@ func (c *call) stream(actx context.Context, dl *deadline, resp *http.Response, a
 	acc := newAccountant(c.rt.api, resp.Header, c.info)
 	rd := newSSEReader(resp.Body, int(c.g.cfg.MaxResponseBytes))
 	report := func() retry.Report {
-		return retry.Report{Usage: sanitize(acc.usage()), ProviderRequestID: acc.providerID()}
+		return retry.Report{Usage: sanitize(acc.usage()), ProviderRequestID: acc.providerID(), Header: resp.Header}
 	}
 	ev, err := rd.next()
 	if err != nil {

@@ -110,7 +110,7 @@ func (c *call) buffer(actx context.Context, resp *http.Response) (retry.Report, 
 		c.warnNoUsage()
 	}
 	c.resp = &upstreamResponse{status: resp.StatusCode, header: resp.Header, body: body}
-	return retry.Report{Usage: sanitize(u), ProviderRequestID: id}, nil
+	return retry.Report{Usage: sanitize(u), ProviderRequestID: id, Header: resp.Header}, nil
 }
 
 // warnNoUsage logs, once per API, a successful answer without usage: its
