@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/logflag"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
@@ -53,17 +54,17 @@ Flags:`)
 	fs.Float64Var(&f.opts.Mix.BrokenStream, "broken-stream", 0, "probability per attempt of a stream cut after a few tokens (a request that does not stream is disconnected, unbilled)")
 	fs.StringVar(&f.truthFile, "truth", "", "write the ground truth as JSON to this `file` when stopped")
 	f.logs.Register(fs, "warn")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, usageErr("fakeprovider takes no arguments, got %q", fs.Args())
+		return nil, cli.Usagef("fakeprovider takes no arguments, got %q", fs.Args())
 	}
 	if err := f.opts.Mix.Validate(); err != nil {
-		return nil, usageErr("fault mix (--rate-limit, --overload, --server-error, --billed-timeout, --bad-request, --broken-stream): %v", err)
+		return nil, cli.Usagef("fault mix (--rate-limit, --overload, --server-error, --billed-timeout, --bad-request, --broken-stream): %v", err)
 	}
 	if _, err := f.logs.New(io.Discard); err != nil {
-		return nil, usageErr("%v", err)
+		return nil, cli.Usagef("%v", err)
 	}
 	return f, nil
 }
@@ -79,16 +80,16 @@ func runFakeProvider(ctx context.Context, args []string, stdout, stderr io.Write
 		// Fail now rather than lose the truth at the end.
 		file, err := os.OpenFile(f.truthFile, os.O_WRONLY|os.O_CREATE, 0o644)
 		if err != nil {
-			return usageErr("--truth: %v", err)
+			return cli.Usagef("--truth: %v", err)
 		}
 		_ = file.Close()
 	}
 	srv, err := fakeprovider.Listen(f.listen, f.opts)
 	if err != nil {
 		if errors.Is(err, fakeprovider.ErrInvalidOptions) {
-			return usageErr("%v", err)
+			return cli.Usagef("%v", err)
 		}
-		return usageErr("--listen: %v", err)
+		return cli.Usagef("--listen: %v", err)
 	}
 	fmt.Fprintf(stdout, "fakeprovider listening on %s\n", srv.URL())
 	logger.Info("fakeprovider: listening", "url", srv.URL(), "seed", f.opts.Seed)
@@ -98,7 +99,7 @@ func runFakeProvider(ctx context.Context, args []string, stdout, stderr io.Write
 	logger.Info("fakeprovider: stopped", "requests", srv.Requests(), "attempts", truth.Total.Attempts)
 	if f.truthFile != "" {
 		if err := writeJSONFile(f.truthFile, truth); err != nil {
-			return failed(err)
+			return cli.Failed(err)
 		}
 		fmt.Fprintf(stdout, "truth written to %s\n", f.truthFile)
 	}

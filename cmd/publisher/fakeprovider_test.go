@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
 
@@ -100,6 +101,6 @@ func TestFakeProviderFlags(t *testing.T) {
 		{"fakeprovider", "--truth", filepath.Join(t.TempDir(), "no", "such", "dir", "t.json")},
 	} {
 		code, _, stderr := runCmd(t, context.Background(), "", args...)
-		assert.Equal(t, exitUsage, code, "%v: %s", args, stderr)
+		assert.Equal(t, cli.ExitUsage, code, "%v: %s", args, stderr)
 	}
 }

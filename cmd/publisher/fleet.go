@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/breaker"
+	"github.com/agentledger/ledger/internal/cli"
 	connectpkg "github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/fleet"
 	"github.com/agentledger/ledger/internal/guard"
@@ -61,29 +62,29 @@ func (ff *fleetFlags) register(fs *flag.FlagSet) {
 func (ff *fleetFlags) validate(cfg *sim.Config) error {
 	switch {
 	case ff.processes < 1 || ff.processes > maxProcesses:
-		return usageErr("--processes: %d must be from 1 to %d", ff.processes, maxProcesses)
+		return cli.Usagef("--processes: %d must be from 1 to %d", ff.processes, maxProcesses)
 	case ff.limits != limitsNone && ff.limits != limitsOff && ff.limits != limitsOn:
-		return usageErr("--fleet-limits: %q must be on, off or none", ff.limits)
+		return cli.Usagef("--fleet-limits: %q must be on, off or none", ff.limits)
 	case ff.threshold < 1:
-		return usageErr("--breaker-threshold: %d must be at least 1", ff.threshold)
+		return cli.Usagef("--breaker-threshold: %d must be at least 1", ff.threshold)
 	case ff.cooldown <= 0:
-		return usageErr("--cooldown: %s must be positive", ff.cooldown)
+		return cli.Usagef("--cooldown: %s must be positive", ff.cooldown)
 	case ff.wait <= 0:
-		return usageErr("--fleet-wait: %s must be positive", ff.wait)
+		return cli.Usagef("--fleet-wait: %s must be positive", ff.wait)
 	case ff.tier.RequestsPerMinute < 0 || ff.tier.InputTokensPerMinute < 0 || ff.tier.OutputTokensPerMinute < 0:
-		return usageErr("--tier-rpm, --tier-itpm, --tier-otpm must not be negative")
+		return cli.Usagef("--tier-rpm, --tier-itpm, --tier-otpm must not be negative")
 	}
 	o, err := parseOutage(ff.outage)
 	if err != nil {
-		return usageErr("--outage: %v", err)
+		return cli.Usagef("--outage: %v", err)
 	}
 	cfg.Tier, cfg.Outage = ff.tier, o
 	if ff.worker != "" {
 		if cfg.Shard, err = parseWorker(ff.worker); err != nil {
-			return usageErr("--worker: %v", err)
+			return cli.Usagef("--worker: %v", err)
 		}
 		if !strings.HasPrefix(ff.providerURL, "http://127.0.0.1:") {
-			return usageErr("--provider-url: %q must be a loopback URL http://127.0.0.1:PORT", ff.providerURL)
+			return cli.Usagef("--provider-url: %q must be a loopback URL http://127.0.0.1:PORT", ff.providerURL)
 		}
 		cfg.ProviderURL = ff.providerURL
 	}

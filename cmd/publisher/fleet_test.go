@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/projection"
@@ -38,7 +39,7 @@ func TestSimulateFleetFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, _, _ := runCmd(t, t.Context(), "", append([]string{"simulate"}, tt.args...)...)
-			assert.Equal(t, exitUsage, code)
+			assert.Equal(t, cli.ExitUsage, code)
 			_, err := parseSimulate(tt.args, io.Discard)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
@@ -64,7 +65,7 @@ func TestSimulateProcessesLedgerEqualsTruth(t *testing.T) {
 		"--rate-limit", "0", "--overload", "0", "--server-error", "0", "--billed-timeout", "0", "--bad-request", "0",
 		"--attempt-timeout", "5s", "--max-retries", "6",
 		"--fleet-limits", "on", "--tier-rpm", "600", "--providers", "anthropic,openai", "--truth", truthPath, "--json")
-	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	var sum simulateSummary
 	require.NoError(t, json.Unmarshal([]byte(stdout), &sum), stdout)
 	assert.Equal(t, 3, sum.Processes)

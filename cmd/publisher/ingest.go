@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/events"
 )
 
@@ -37,7 +38,7 @@ func parseIngest(args []string, stderr io.Writer) (*ingestFlags, error) {
 	f.nats.register(fs)
 	fs.IntVar(&f.maxLine, "max-line-bytes", defaultMaxLine, "longest line accepted; a longer one is reported as invalid")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
 	switch fs.NArg() {
@@ -46,13 +47,13 @@ func parseIngest(args []string, stderr io.Writer) (*ingestFlags, error) {
 	case 1:
 		f.input = fs.Arg(0)
 	default:
-		return nil, usageErr("ingest takes at most one FILE, got %q", fs.Args())
+		return nil, cli.Usagef("ingest takes at most one FILE, got %q", fs.Args())
 	}
 	if err := f.nats.validate(); err != nil {
 		return nil, err
 	}
 	if f.maxLine < 1 {
-		return nil, usageErr("--max-line-bytes: %d must be at least 1", f.maxLine)
+		return nil, cli.Usagef("--max-line-bytes: %d must be at least 1", f.maxLine)
 	}
 	return f, nil
 }
@@ -80,7 +81,7 @@ func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if f.input != "-" {
 		file, err := os.Open(f.input)
 		if err != nil {
-			return usageErr("%v", err)
+			return cli.Usagef("%v", err)
 		}
 		defer file.Close()
 		in = file
@@ -129,11 +130,11 @@ func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 
 	switch {
 	case stats.Undelivered > 0 || closeErr != nil:
-		return failed(fmt.Errorf("%d event(s) undelivered: %v", stats.Undelivered, closeErr))
+		return cli.Failed(fmt.Errorf("%d event(s) undelivered: %v", stats.Undelivered, closeErr))
 	case sum.Invalid > 0 || sum.Refused > 0:
-		return failed(fmt.Errorf("%d invalid line(s), %d refused event(s)", sum.Invalid, sum.Refused))
+		return cli.Failed(fmt.Errorf("%d invalid line(s), %d refused event(s)", sum.Invalid, sum.Refused))
 	case len(sum.Errors) > 0:
-		return failed(errors.New(sum.Errors[0]))
+		return cli.Failed(errors.New(sum.Errors[0]))
 	case sum.Interrupted:
 		return errInterrupted
 	}

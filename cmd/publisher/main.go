@@ -9,13 +9,12 @@ import (
 	"log"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/ledger/internal/cli"
 	connectpkg "github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/events"
@@ -23,60 +22,19 @@ import (
 	"github.com/agentledger/ledger/internal/topology"
 )
 
-// Exit codes.
-const (
-	exitOK     = 0
-	exitFailed = 1 // undelivered events, invalid input lines
-	exitUsage  = 2 // bad flags, NATS unreachable, interrupted
-)
-
-// exitError carries the exit status of a failed run.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func usageErr(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
-}
-
-func failed(err error) error { return &exitError{code: exitFailed, err: err} }
-
 // errInterrupted ends a run that a signal stopped: the work is not done,
 // a runtime condition like any other (exit 2), though what was enqueued
 // was flushed.
-var errInterrupted = &exitError{code: exitUsage, err: errors.New("interrupted; what was enqueued was flushed")}
-
-// exitCode maps run's error to the process's exit status.
-func exitCode(err error) int {
-	if err == nil {
-		return exitOK
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	return exitFailed
-}
+var errInterrupted = cli.Usagef("interrupted; what was enqueued was flushed")
 
 func main() {
 	// genai logs every failed stream through the standard logger; the
 	// simulator's stalled streams fail on purpose, and its own records go
 	// to the slog logger on stderr.
 	log.SetOutput(io.Discard)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "publisher:", err)
-	}
-	os.Exit(exitCode(err))
+	cli.Main(func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+		return cli.Report("publisher", stderr, run(ctx, args, stdin, stdout, stderr))
+	})
 }
 
 const usage = `usage: publisher <simulate|ingest|fakeprovider> [flags]
@@ -100,7 +58,7 @@ Run "publisher <command> -h" for the flags of a command.`
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, usage)
-		return usageErr("no command")
+		return cli.Usagef("no command")
 	}
 	switch args[0] {
 	case "simulate":
@@ -114,7 +72,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 	fmt.Fprintln(stderr, usage)
-	return usageErr("unknown command %q", args[0])
+	return cli.Usagef("unknown command %q", args[0])
 }
 
 // natsFlags are the connection, stream and logging flags both
@@ -142,24 +100,13 @@ func (n *natsFlags) validate() error {
 		n.conn.URL = nats.DefaultURL
 	}
 	if n.drainTimeout <= 0 {
-		return usageErr("--drain-timeout: %s must be positive", n.drainTimeout)
+		return cli.Usagef("--drain-timeout: %s must be positive", n.drainTimeout)
 	}
 	if _, err := topology.AttemptsStreamConfig(n.topo); err != nil {
-		return usageErr("--replicas / --duplicate-window: %v", err)
+		return cli.Usagef("--replicas / --duplicate-window: %v", err)
 	}
 	if _, err := n.logs.New(io.Discard); err != nil {
-		return usageErr("%v", err)
-	}
-	return nil
-}
-
-// parse parses a command's flags, turning a parse error into a usage error.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: exitUsage, err: err}
+		return cli.Usagef("%v", err)
 	}
 	return nil
 }
@@ -179,13 +126,13 @@ func connect(ctx context.Context, n natsFlags, logger *slog.Logger) (*session, e
 	o.Name, o.Logger = "ledger-publisher", logger
 	conn, err := connectpkg.Open(o)
 	if err != nil {
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
 	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := prepareStream(ectx, conn.JS, n, logger); err != nil {
 		conn.Close()
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
 	opts := []emit.Option{emit.WithErrorHandler(func(err error) { logger.Warn("publish failed; retrying", slog.Any("error", err)) })}
 	if n.create {

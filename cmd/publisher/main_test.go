@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
@@ -42,7 +43,7 @@ func runCmd(t *testing.T, ctx context.Context, stdin string, args ...string) (co
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(ctx, args, strings.NewReader(stdin), &out, &errb)
-	return exitCode(err), out.String(), errb.String()
+	return cli.Code(err), out.String(), errb.String()
 }
 
 func validEvent(t *testing.T, session, request string, attempt int) (*events.Attempt, string) {
@@ -99,7 +100,7 @@ func TestIngestMixedFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644))
 
 	code, stdout, stderr := runCmd(t, t.Context(), "", "ingest", "--create-stream", "--nats-url", srv.URL(), "--json", path)
-	require.Equal(t, exitFailed, code, "invalid lines make the exit status 1; stderr: %s", stderr)
+	require.Equal(t, cli.ExitFailed, code, "invalid lines make the exit status 1; stderr: %s", stderr)
 	assert.Contains(t, stderr, "line 3: malformed_json: ")
 	assert.Contains(t, stderr, "line 4: invalid_field: session_id")
 	assert.Contains(t, stderr, "line 6: unknown_schema: ")
@@ -130,7 +131,7 @@ func TestIngestMixedFile(t *testing.T) {
 	// Ingesting the same file again lands nothing new: the event IDs are
 	// deduplicated by the stream.
 	code, stdout, _ = runCmd(t, t.Context(), "", "ingest", "--create-stream", "--nats-url", srv.URL(), path)
-	require.Equal(t, exitFailed, code)
+	require.Equal(t, cli.ExitFailed, code)
 	assert.Contains(t, stdout, "2 acked (2 duplicates)")
 	streamMessages(t, js, 2)
 }
@@ -143,7 +144,7 @@ func TestIngestStdinAllValid(t *testing.T) {
 		in.WriteString(line + "\n")
 	}
 	code, stdout, stderr := runCmd(t, t.Context(), in.String(), "ingest", "--create-stream", "--nats-url", srv.URL(), "-")
-	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Contains(t, stdout, "lines 50: 50 valid, 0 invalid, 0 blank")
 	streamMessages(t, js, 50)
 }
@@ -153,7 +154,7 @@ func TestIngestMaxLine(t *testing.T) {
 	_, line := validEvent(t, "sess", "req", 0)
 	in := line + "\n" + line + strings.Repeat(" ", 100) + "\n"
 	code, _, stderr := runCmd(t, t.Context(), in, "ingest", "--create-stream", "--nats-url", srv.URL(), "--max-line-bytes", fmt.Sprint(len(line)+10))
-	require.Equal(t, exitFailed, code)
+	require.Equal(t, cli.ExitFailed, code)
 	assert.Contains(t, stderr, fmt.Sprintf("line 2: too_long: the line is %d bytes", len(line)+100))
 	streamMessages(t, js, 1)
 }
@@ -200,14 +201,14 @@ func TestUsageAndConnectionErrors(t *testing.T) {
 			var out, errb bytes.Buffer
 			err := run(t.Context(), tt.args, strings.NewReader(""), &out, &errb)
 			require.Error(t, err)
-			assert.Equal(t, exitUsage, exitCode(err), "%v", err)
+			assert.Equal(t, cli.ExitUsage, cli.Code(err), "%v", err)
 			assert.Contains(t, err.Error()+errb.String(), tt.want)
 		})
 	}
 
 	var out, errb bytes.Buffer
 	err := run(t.Context(), []string{"simulate", "-h"}, nil, &out, &errb)
-	assert.Equal(t, exitOK, exitCode(err))
+	assert.Equal(t, cli.ExitOK, cli.Code(err))
 	assert.Contains(t, errb.String(), "-billed-timeout")
 }
 
@@ -218,7 +219,7 @@ func TestSimulateLandsEveryAttempt(t *testing.T) {
 		"--agents", "4", "--sessions", "6", "--calls", "5", "--seed", "5", "--run-id", "cmdtest",
 		"--rate-limit", "0.2", "--billed-timeout", "0.1", "--bad-request", "0.05",
 		"--attempt-timeout", "200ms", "--progress", "0", "--truth", truthPath, "--json")
-	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 
 	var sum simulateSummary
 	require.NoError(t, json.Unmarshal([]byte(stdout), &sum), stdout)
@@ -260,7 +261,7 @@ func TestSimulateTextSummaryAndProgress(t *testing.T) {
 	srv, _, _ := natstest.StartJS(t)
 	code, stdout, stderr := runCmd(t, t.Context(), "", "simulate", "--create-stream", "--nats-url", srv.URL(),
 		"--sessions", "3", "--calls", "3", "--billed-timeout", "0", "--progress", "1ms")
-	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Regexp(t, `run sim-[0-9a-f]{8} \(seed 1\) done`, stdout)
 	assert.Contains(t, stdout, "calls      9 of 9")
 	assert.Contains(t, stdout, "0 undelivered")
@@ -290,7 +291,7 @@ func TestSimulateInterruptedFlushes(t *testing.T) {
 	}()
 	code, stdout, stderr := runCmd(t, ctx, "", "simulate", "--create-stream", "--nats-url", srv.URL(),
 		"--sessions", "1000", "--calls", "100", "--progress", "0", "--json")
-	require.Equal(t, exitUsage, code, stderr)
+	require.Equal(t, cli.ExitUsage, code, stderr)
 	var sum simulateSummary
 	require.NoError(t, json.Unmarshal([]byte(stdout), &sum), stdout)
 	assert.True(t, sum.Interrupted)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/sim"
@@ -56,11 +57,11 @@ func parseSimulate(args []string, stderr io.Writer) (*simulateFlags, error) {
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fs.DurationVar(&f.progress, "progress", time.Second, "interval of the progress lines on stderr; 0 turns them off")
 	f.fleet.register(fs)
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, usageErr("simulate takes no arguments, got %q", fs.Args())
+		return nil, cli.Usagef("simulate takes no arguments, got %q", fs.Args())
 	}
 	if err := f.nats.validate(); err != nil {
 		return nil, err
@@ -71,14 +72,14 @@ func parseSimulate(args []string, stderr io.Writer) (*simulateFlags, error) {
 		v    int
 	}{{"--agents", f.cfg.Agents}, {"--sessions", f.cfg.Sessions}, {"--calls", f.cfg.CallsPerSession}} {
 		if c.v < 1 {
-			return nil, usageErr("%s: %d must be at least 1", c.name, c.v)
+			return nil, cli.Usagef("%s: %d must be at least 1", c.name, c.v)
 		}
 	}
 	if f.cfg.Policy.AttemptTimeout <= 0 {
-		return nil, usageErr("--attempt-timeout: %s must be positive", f.cfg.Policy.AttemptTimeout)
+		return nil, cli.Usagef("--attempt-timeout: %s must be positive", f.cfg.Policy.AttemptTimeout)
 	}
 	if f.progress < 0 {
-		return nil, usageErr("--progress: %s must not be negative", f.progress)
+		return nil, cli.Usagef("--progress: %s must not be negative", f.progress)
 	}
 	if err := f.fleet.validate(&f.cfg); err != nil {
 		return nil, err
@@ -96,7 +97,7 @@ func parseSimulate(args []string, stderr io.Writer) (*simulateFlags, error) {
 	probe := f.cfg
 	probe.Sink = discardSink{}
 	if _, err := sim.New(probe); err != nil {
-		return nil, usageErr("%s", flagName(err))
+		return nil, cli.Usagef("%s", flagName(err))
 	}
 	return f, nil
 }
@@ -213,7 +214,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	guards, closeGuards, err := f.fleet.guards(ctx, conn.conn, cfg.RunID, logger)
 	if err != nil {
 		_, _ = conn.close(ctx)
-		return &exitError{code: exitUsage, err: err}
+		return &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
 	cfg.Guards = guards
 	fleet, err := sim.New(cfg)
@@ -271,11 +272,11 @@ func finishSimulate(f *simulateFlags, sum *simulateSummary, truth *fakeprovider.
 	}
 	switch {
 	case sum.Events.Undelivered > 0:
-		return failed(fmt.Errorf("%d event(s) undelivered: %s", sum.Events.Undelivered, strings.Join(sum.Errors, "; ")))
+		return cli.Failed(fmt.Errorf("%d event(s) undelivered: %s", sum.Events.Undelivered, strings.Join(sum.Errors, "; ")))
 	case sum.Fleet.SinkErrors > 0:
-		return failed(fmt.Errorf("%d event(s) refused by the publisher", sum.Fleet.SinkErrors))
+		return cli.Failed(fmt.Errorf("%d event(s) refused by the publisher", sum.Fleet.SinkErrors))
 	case len(sum.Errors) > 0:
-		return failed(errors.New(strings.Join(sum.Errors, "; ")))
+		return cli.Failed(errors.New(strings.Join(sum.Errors, "; ")))
 	case sum.Interrupted:
 		return errInterrupted
 	}
