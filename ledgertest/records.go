@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger"
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -64,7 +64,7 @@ type Session struct {
 func (l *Ledger) Request(t testing.TB, requestID string) Request {
 	t.Helper()
 	var r projection.Request
-	l.read(t, events.RequestsBucket, requestID, &r)
+	l.read(t, names.RequestsBucket, requestID, &r)
 	v := r.View()
 	return Request{
 		RequestID: v.RequestID, SessionID: v.SessionID, Provider: v.Provider, Model: v.Model,
@@ -79,7 +79,7 @@ func (l *Ledger) Request(t testing.TB, requestID string) Request {
 func (l *Ledger) Session(t testing.TB, sessionID string) Session {
 	t.Helper()
 	var s projection.Session
-	l.read(t, events.SessionsBucket, sessionID, &s)
+	l.read(t, names.SessionsBucket, sessionID, &s)
 	v := s.View()
 	return Session{
 		SessionID: v.SessionID, Requests: v.Requests, Succeeded: v.Succeeded, Failed: v.Failed,

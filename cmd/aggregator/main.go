@@ -40,6 +40,7 @@ import (
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/logflag"
 	"github.com/agentledger/ledger/internal/monitor"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/progress"
 	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/replay"
@@ -241,7 +242,7 @@ type lateSource struct{ monitor.Source }
 func warnTopology(ctx context.Context, conn *connect.Conn, want topology.Config, log *slog.Logger) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	diffs, err := topology.Check(cctx, conn.JS, want, events.RequestsBucket, events.SessionsBucket, projection.StateBucket)
+	diffs, err := topology.Check(cctx, conn.JS, want, names.RequestsBucket, names.SessionsBucket, names.StateBucket)
 	if err != nil {
 		log.Warn("could not compare the existing streams and buckets with the settings asked for", "err", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/topology"
@@ -44,7 +45,7 @@ func liveLedger(t *testing.T, js jetstream.JetStream) (map[string]projection.Req
 	t.Helper()
 	ctx := context.Background()
 	reqs := map[string]projection.RequestView{}
-	require.NoError(t, projection.ReadAll(ctx, js, events.RequestsBucket, func(k string, v []byte) error {
+	require.NoError(t, projection.ReadAll(ctx, js, names.RequestsBucket, func(k string, v []byte) error {
 		var r projection.Request
 		if err := json.Unmarshal(v, &r); err != nil {
 			return err
@@ -53,7 +54,7 @@ func liveLedger(t *testing.T, js jetstream.JetStream) (map[string]projection.Req
 		return nil
 	}))
 	sess := map[string]projection.Totals{}
-	require.NoError(t, projection.ReadAll(ctx, js, events.SessionsBucket, func(k string, v []byte) error {
+	require.NoError(t, projection.ReadAll(ctx, js, names.SessionsBucket, func(k string, v []byte) error {
 		var s projection.Session
 		if err := json.Unmarshal(v, &s); err != nil {
 			return err

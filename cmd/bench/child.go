@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -96,11 +97,11 @@ func runChild(kind string, args []string) error {
 // kind: no acks), decoding every event and writing nothing.
 func rawConsume(ctx context.Context, js jetstream.JetStream, last uint64) (childResult, error) {
 	start := time.Now()
-	s, err := js.Stream(ctx, events.AttemptsStream)
+	s, err := js.Stream(ctx, names.AttemptsStream)
 	if err != nil {
 		return childResult{}, err
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AttemptsSubjects}})
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.AttemptsSubjects}})
 	if err != nil {
 		return childResult{}, err
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/embedded"
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -185,7 +185,7 @@ func (p *pathPair) overhead() {
 // checkEvents checks that the gateway published one event per call it
 // served: the figures are of a gateway that did all of its work.
 func checkEvents(ctx context.Context, js jetstream.JetStream, res *gatewayResult) error {
-	s, err := js.Stream(ctx, events.AttemptsStream)
+	s, err := js.Stream(ctx, names.AttemptsStream)
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func checkEvents(ctx context.Context, js jetstream.JetStream, res *gatewayResult
 	}
 	res.Events = info.State.Msgs
 	if res.Events != res.GatewayCalls {
-		return fmt.Errorf("gateway benchmark: %d calls through the gateway but %d events in %s", res.GatewayCalls, res.Events, events.AttemptsStream)
+		return fmt.Errorf("gateway benchmark: %d calls through the gateway but %d events in %s", res.GatewayCalls, res.Events, names.AttemptsStream)
 	}
 	return nil
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/emit"
-	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/fleet"
 	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -85,9 +85,9 @@ func guardConfig(f *flags) guard.Config {
 // creates it when missing and warns when the existing one differs.
 func checkStream(ctx context.Context, js jetstream.JetStream, f *flags, logger *slog.Logger) error {
 	if !f.create {
-		_, err := js.Stream(ctx, events.AttemptsStream)
+		_, err := js.Stream(ctx, names.AttemptsStream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("stream %s does not exist: start the aggregator first, or pass --create-stream", events.AttemptsStream)
+			return fmt.Errorf("stream %s does not exist: start the aggregator first, or pass --create-stream", names.AttemptsStream)
 		}
 		return err
 	}

@@ -17,9 +17,9 @@ import (
 
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
-	"github.com/agentledger/ledger/internal/topology"
 )
 
 // syncBuffer collects output written concurrently, and hands over the
@@ -163,7 +163,7 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 	assert.Contains(t, logs, "not accounted")
 	assert.NotContains(t, logs, "LEAKCHECK")
 
-	s, err := js.Stream(context.Background(), events.AttemptsStream)
+	s, err := js.Stream(context.Background(), names.AttemptsStream)
 	require.NoError(t, err)
 	info, err := s.Info(context.Background())
 	require.NoError(t, err)
@@ -183,7 +183,7 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, unreachable, "the Gemini attempts failed to connect")
-	_, err = js.KeyValue(context.Background(), topology.GatewayAttemptsBucket)
+	_, err = js.KeyValue(context.Background(), names.GatewayAttemptsBucket)
 	assert.NoError(t, err, "the gateway created its bucket")
 }
 

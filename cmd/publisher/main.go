@@ -17,8 +17,8 @@ import (
 	"github.com/agentledger/ledger/internal/cli"
 	connectpkg "github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/emit"
-	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/logflag"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -151,9 +151,9 @@ func connect(ctx context.Context, n natsFlags, logger *slog.Logger) (*session, e
 // from what was asked.
 func prepareStream(ctx context.Context, js jetstream.JetStream, n natsFlags, logger *slog.Logger) error {
 	if !n.create {
-		_, err := js.Stream(ctx, events.AttemptsStream)
+		_, err := js.Stream(ctx, names.AttemptsStream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("stream %s does not exist: start the aggregator first, or pass --create-stream", events.AttemptsStream)
+			return fmt.Errorf("stream %s does not exist: start the aggregator first, or pass --create-stream", names.AttemptsStream)
 		}
 		return err
 	}

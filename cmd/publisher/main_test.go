@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
@@ -63,7 +64,7 @@ func validEvent(t *testing.T, session, request string, attempt int) (*events.Att
 // streamMessages returns the messages of LEDGER_ATTEMPTS, by sequence.
 func streamMessages(t *testing.T, js jetstream.JetStream, want int) []*jetstream.RawStreamMsg {
 	t.Helper()
-	s, err := js.Stream(t.Context(), events.AttemptsStream)
+	s, err := js.Stream(t.Context(), names.AttemptsStream)
 	require.NoError(t, err)
 	info, err := s.Info(t.Context())
 	require.NoError(t, err)
@@ -276,7 +277,7 @@ func TestSimulateInterruptedFlushes(t *testing.T) {
 	// Cancel (as SIGINT would) once events are arriving in the stream.
 	go func() {
 		for ctx.Err() == nil {
-			st, err := js.Stream(ctx, events.AttemptsStream)
+			st, err := js.Stream(ctx, names.AttemptsStream)
 			if err == nil {
 				if info, err := st.Info(ctx); err == nil && info.State.Msgs >= 20 {
 					cancel()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/embedded"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/topology"
@@ -69,7 +70,7 @@ type stored struct {
 func readStream(t *testing.T, js jetstream.JetStream) map[string]*stored {
 	t.Helper()
 	ctx := testContext(t)
-	s, err := js.Stream(ctx, events.AttemptsStream)
+	s, err := js.Stream(ctx, names.AttemptsStream)
 	require.NoError(t, err)
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
@@ -78,7 +79,7 @@ func readStream(t *testing.T, js jetstream.JetStream) map[string]*stored {
 	if total == 0 {
 		return out
 	}
-	cons, err := js.OrderedConsumer(ctx, events.AttemptsStream, jetstream.OrderedConsumerConfig{})
+	cons, err := js.OrderedConsumer(ctx, names.AttemptsStream, jetstream.OrderedConsumerConfig{})
 	require.NoError(t, err)
 	for got := 0; got < total; {
 		batch, err := cons.Fetch(total-got, jetstream.FetchMaxWait(5*time.Second))
@@ -104,7 +105,7 @@ func readStream(t *testing.T, js jetstream.JetStream) map[string]*stored {
 func streamMsgs(t *testing.T, js jetstream.JetStream) uint64 {
 	t.Helper()
 	ctx := testContext(t)
-	s, err := js.Stream(ctx, events.AttemptsStream)
+	s, err := js.Stream(ctx, names.AttemptsStream)
 	require.NoError(t, err)
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
@@ -417,7 +418,7 @@ func TestAckTimeoutRetriesWithTheSameEventID(t *testing.T) {
 	// get neither an ack nor a no-responders status, only the ack timeout.
 	var mu sync.Mutex
 	var seen []string
-	sub, err := nc.Subscribe(events.AttemptsSubjects, func(m *nats.Msg) {
+	sub, err := nc.Subscribe(names.AttemptsSubjects, func(m *nats.Msg) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, m.Header.Get(jetstream.MsgIDHeader))

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // decodeCase is one body fed to Decode: a testdata example, edited by a
@@ -651,10 +653,10 @@ func TestValidateID(t *testing.T) {
 
 func TestSubjects(t *testing.T) {
 	assert.Equal(t, "ledger.attempts.s-1.r_2", Subject("s-1", "r_2"))
-	assert.True(t, strings.HasPrefix(Subject("s", "r"), strings.TrimSuffix(AttemptsSubjects, ">")))
+	assert.True(t, strings.HasPrefix(Subject("s", "r"), strings.TrimSuffix(names.AttemptsSubjects, ">")))
 	assert.Equal(t, "ledger.rejected.invalid_field.42", RejectedSubject(ReasonInvalidField, 42))
 	assert.Equal(t, "ledger.rejected.malformed_json.18446744073709551615", RejectedSubject(ReasonMalformedJSON, ^uint64(0)))
-	assert.True(t, strings.HasPrefix(RejectedSubject(ReasonSessionConflict, 1), strings.TrimSuffix(RejectedSubjects, ">")))
+	assert.True(t, strings.HasPrefix(RejectedSubject(ReasonSessionConflict, 1), strings.TrimSuffix(names.RejectedSubjects, ">")))
 
 	parse := []struct {
 		subject, session, request string

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // ErrInvalidField is the sentinel that every *FieldError wraps.
@@ -61,26 +63,12 @@ func quoteByte(s string, i int) string {
 	return string(r)
 }
 
-// Subject prefixes and names of wire contract v1.
-const (
-	AttemptsStream   = "LEDGER_ATTEMPTS"
-	AttemptsSubjects = "ledger.attempts.>"
-	attemptsPrefix   = "ledger.attempts."
-
-	RejectedStream   = "LEDGER_REJECTED"
-	RejectedSubjects = "ledger.rejected.>"
-	rejectedPrefix   = "ledger.rejected."
-
-	RequestsBucket = "ledger_requests"
-	SessionsBucket = "ledger_sessions"
-)
-
 // Subject returns the subject an attempt of the given call is published on:
 // ledger.attempts.<session_id>.<request_id>. The IDs must be valid.
 func Subject(sessionID, requestID string) string {
 	var b strings.Builder
-	b.Grow(len(attemptsPrefix) + len(sessionID) + 1 + len(requestID))
-	b.WriteString(attemptsPrefix)
+	b.Grow(len(names.AttemptsPrefix) + len(sessionID) + 1 + len(requestID))
+	b.WriteString(names.AttemptsPrefix)
 	b.WriteString(sessionID)
 	b.WriteByte('.')
 	b.WriteString(requestID)
@@ -91,7 +79,7 @@ func Subject(sessionID, requestID string) string {
 // ok is false when the subject does not have exactly the shape
 // ledger.attempts.<session_id>.<request_id>.
 func ParseSubject(subject string) (sessionID, requestID string, ok bool) {
-	rest, found := strings.CutPrefix(subject, attemptsPrefix)
+	rest, found := strings.CutPrefix(subject, names.AttemptsPrefix)
 	if !found {
 		return "", "", false
 	}
@@ -105,5 +93,5 @@ func ParseSubject(subject string) (sessionID, requestID string, ok bool) {
 // RejectedSubject returns the subject a rejected event is recorded under:
 // ledger.rejected.<reason>.<original stream sequence>.
 func RejectedSubject(reason Reason, streamSeq uint64) string {
-	return fmt.Sprintf("%s%s.%d", rejectedPrefix, reason, streamSeq)
+	return fmt.Sprintf("%s%s.%d", names.RejectedPrefix, reason, streamSeq)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // breakerReport is the failures (after a success, when reset) of attempts
@@ -67,7 +68,7 @@ func (u *upstream) Allow(now time.Time) (guard.SharedPermit, error) {
 	me := u.f.opts.Process
 	ctx, cancel := u.f.withWait()
 	defer cancel()
-	got, _, err := cas(ctx, u.f, key(kindBreaker, u.name), &u.br, &u.mu, (*breakerRecord).valid,
+	got, _, err := cas(ctx, u.f, key(names.UpstreamBreaker, u.name), &u.br, &u.mu, (*breakerRecord).valid,
 		func(cur breakerRecord, exists bool) (breakerRecord, bool, error) {
 			if !exists || cur.State == stateClosed {
 				return cur, false, errClosed
@@ -140,7 +141,7 @@ func (u *upstream) writeReport(ctx context.Context, rep breakerReport) error {
 	threshold, cooldown := u.params.FailureThreshold, u.params.Cooldown
 	u.mu.Unlock()
 	me, now := u.f.opts.Process, u.f.opts.Now()
-	_, _, err := cas(ctx, u.f, key(kindBreaker, u.name), &u.br, &u.mu, (*breakerRecord).valid,
+	_, _, err := cas(ctx, u.f, key(names.UpstreamBreaker, u.name), &u.br, &u.mu, (*breakerRecord).valid,
 		func(cur breakerRecord, exists bool) (breakerRecord, bool, error) {
 			if !exists {
 				cur = breakerRecord{V: recordVersion, State: stateClosed}
@@ -173,7 +174,7 @@ func (u *upstream) writeProbe(ctx context.Context, rep probeReport) error {
 	cooldown := u.params.Cooldown
 	u.mu.Unlock()
 	me, now := u.f.opts.Process, u.f.opts.Now()
-	_, _, err := cas(ctx, u.f, key(kindBreaker, u.name), &u.br, &u.mu, (*breakerRecord).valid,
+	_, _, err := cas(ctx, u.f, key(names.UpstreamBreaker, u.name), &u.br, &u.mu, (*breakerRecord).valid,
 		func(cur breakerRecord, exists bool) (breakerRecord, bool, error) {
 			if !exists || cur.State != stateHalfOpen || cur.Generation != rep.gen || cur.Probe != me {
 				return cur, false, nil // replaced: its result no longer counts

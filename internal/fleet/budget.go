@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // slotLength is the length of a budget slot, in whole milliseconds (as
@@ -36,7 +37,7 @@ func (u *upstream) Retry(now time.Time) error {
 	var refused *guard.BudgetError
 	ctx, cancel := u.f.withWait()
 	defer cancel()
-	_, wrote, err := cas(ctx, u.f, key(kindBudget, u.name), &u.bud, &u.mu, (*budgetRecord).valid,
+	_, wrote, err := cas(ctx, u.f, key(names.UpstreamBudget, u.name), &u.bud, &u.mu, (*budgetRecord).valid,
 		func(cur budgetRecord, exists bool) (budgetRecord, bool, error) {
 			next := u.window(cur, exists, now, firsts)
 			first, retries := sums(next, now)
@@ -75,7 +76,7 @@ func (u *upstream) writeFirsts(ctx context.Context) error {
 		return nil
 	}
 	now := u.f.opts.Now()
-	_, wrote, err := cas(ctx, u.f, key(kindBudget, u.name), &u.bud, &u.mu, (*budgetRecord).valid,
+	_, wrote, err := cas(ctx, u.f, key(names.UpstreamBudget, u.name), &u.bud, &u.mu, (*budgetRecord).valid,
 		func(cur budgetRecord, exists bool) (budgetRecord, bool, error) {
 			return u.window(cur, exists, now, firsts), true, nil
 		})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/tokenbucket"
 )
 
@@ -116,7 +117,7 @@ func (u *upstream) Reserve(now time.Time, cost guard.Cost) (time.Duration, *guar
 	)
 	ctx, cancel := u.f.withWait()
 	defer cancel()
-	_, _, err := cas(ctx, u.f, key(kindCapacity, u.name), &u.cap, &u.mu, (*capacityRecord).valid,
+	_, _, err := cas(ctx, u.f, key(names.UpstreamCapacity, u.name), &u.cap, &u.mu, (*capacityRecord).valid,
 		func(cur capacityRecord, exists bool) (capacityRecord, bool, error) {
 			next := refill(cur, exists, lim, burst, now, &seen)
 			wait, grant = 0, guard.Cost{}
@@ -290,7 +291,7 @@ func (u *upstream) remainingLowerLocked(now time.Time, h *guard.Observed) bool {
 
 // writeHold writes a hold unless the fleet holds longer already.
 func (u *upstream) writeHold(ctx context.Context, h holdRecord) error {
-	_, _, err := cas(ctx, u.f, key(kindHold, u.name), &u.hold, &u.mu, (*holdRecord).valid,
+	_, _, err := cas(ctx, u.f, key(names.UpstreamHold, u.name), &u.hold, &u.mu, (*holdRecord).valid,
 		func(cur holdRecord, exists bool) (holdRecord, bool, error) {
 			if exists && !h.Until.After(cur.Until) {
 				return cur, false, nil
@@ -307,7 +308,7 @@ func (u *upstream) writeLimits(ctx context.Context) error {
 	learned := u.learned
 	u.mu.Unlock()
 	me, now := u.f.opts.Process, u.f.opts.Now()
-	_, _, err := cas(ctx, u.f, key(kindLimits, u.name), &u.lim, &u.mu, (*limitsRecord).valid,
+	_, _, err := cas(ctx, u.f, key(names.UpstreamLimits, u.name), &u.lim, &u.mu, (*limitsRecord).valid,
 		func(cur limitsRecord, exists bool) (limitsRecord, bool, error) {
 			next := cur
 			if !exists {
@@ -336,7 +337,7 @@ func (u *upstream) writeCapFix(ctx context.Context, fix capFix) error {
 	lim, burst := u.limitsLocked(), u.params.Burst
 	u.mu.Unlock()
 	now := u.f.opts.Now()
-	_, _, err := cas(ctx, u.f, key(kindCapacity, u.name), &u.cap, &u.mu, (*capacityRecord).valid,
+	_, _, err := cas(ctx, u.f, key(names.UpstreamCapacity, u.name), &u.cap, &u.mu, (*capacityRecord).valid,
 		func(cur capacityRecord, exists bool) (capacityRecord, bool, error) {
 			if !exists {
 				return cur, false, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // Fleet is one process's view of the fleet's shared upstream state, and
@@ -113,7 +114,7 @@ func (f *Fleet) Close() {
 	}
 	if ref := f.kv.Load(); ref != nil && f.healthy.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), f.opts.Wait)
-		_ = ref.kv.Delete(ctx, key(kindProcess, f.opts.Process))
+		_ = ref.kv.Delete(ctx, key(names.UpstreamProcess, f.opts.Process))
 		cancel()
 	}
 	f.healthy.Store(false)

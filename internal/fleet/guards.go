@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/guard"
-	"github.com/agentledger/ledger/internal/topology"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // ReadyTimeout bounds how long Guards waits for the shared state at start.
@@ -32,7 +32,7 @@ func Guards(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, shared b
 		defer cancel()
 		if err := f.Ready(rctx); err != nil {
 			f.Close()
-			return nil, nil, fmt.Errorf("fleet: the shared state in %s was not ready within %s: %w", topology.UpstreamsBucket, ReadyTimeout, err)
+			return nil, nil, fmt.Errorf("fleet: the shared state in %s was not ready within %s: %w", names.UpstreamsBucket, ReadyTimeout, err)
 		}
 		cfg.Shared, closeFleet = f, f.Close
 	}

@@ -4,16 +4,6 @@ import (
 	"strings"
 )
 
-// The kinds of record, the first token of a key.
-const (
-	kindBreaker  = "breaker"
-	kindLimits   = "limits"
-	kindHold     = "hold"
-	kindCapacity = "capacity"
-	kindBudget   = "budget"
-	kindProcess  = "process"
-)
-
 // encodeToken makes s one token of a KV key: letters, digits, '-', '_'
 // and '/' stay; every other byte (the '.' that separates tokens, the '='
 // that escapes, anything a NATS subject refuses) becomes =XX.

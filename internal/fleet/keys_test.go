@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 func TestKeys(t *testing.T) {
@@ -18,11 +19,11 @@ func TestKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			k := key(kindBreaker, tt.name)
+			k := key(names.UpstreamBreaker, tt.name)
 			assert.Equal(t, tt.want, k)
 			kind, name, ok := parseKey(k)
 			require.True(t, ok)
-			assert.Equal(t, kindBreaker, kind)
+			assert.Equal(t, names.UpstreamBreaker, kind)
 			assert.Equal(t, tt.name, name)
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -161,7 +162,7 @@ func (f *Fleet) watch(w jetstream.KeyWatcher, epoch uint64) {
 			switch {
 			case !ok:
 				if f.epoch.Load() == epoch {
-					f.degrade("the watcher of "+topology.UpstreamsBucket+" ended", true)
+					f.degrade("the watcher of "+names.UpstreamsBucket+" ended", true)
 				}
 				return
 			case e == nil: // caught up
@@ -184,7 +185,7 @@ func (f *Fleet) apply(e jetstream.KeyValueEntry, epoch uint64) {
 	if !ok {
 		return
 	}
-	if kind != kindProcess {
+	if kind != names.UpstreamProcess {
 		f.upstream(name).apply(kind, e, epoch)
 		return
 	}
@@ -214,7 +215,7 @@ func (f *Fleet) heartbeat() error {
 	rec := processRecord{V: recordVersion, Process: f.opts.Process, Host: host, PID: os.Getpid(), Started: f.start, Heartbeat: now}
 	ctx, cancel := f.withWait()
 	defer cancel()
-	if _, err := kv.Put(ctx, key(kindProcess, f.opts.Process), mustJSON(rec)); err != nil {
+	if _, err := kv.Put(ctx, key(names.UpstreamProcess, f.opts.Process), mustJSON(rec)); err != nil {
 		return f.failed("heartbeat", err)
 	}
 	return nil

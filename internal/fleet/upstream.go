@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // upstream is one upstream's shared state as this process sees it: the
@@ -59,15 +60,15 @@ func (u *upstream) apply(kind string, e jetstream.KeyValueEntry, epoch uint64) {
 		return
 	}
 	switch kind {
-	case kindBreaker:
+	case names.UpstreamBreaker:
 		applyTo(&u.br, e, put, (*breakerRecord).valid)
-	case kindLimits:
+	case names.UpstreamLimits:
 		applyTo(&u.lim, e, put, (*limitsRecord).valid)
-	case kindHold:
+	case names.UpstreamHold:
 		applyTo(&u.hold, e, put, (*holdRecord).valid)
-	case kindCapacity:
+	case names.UpstreamCapacity:
 		applyTo(&u.cap, e, put, (*capacityRecord).valid)
-	case kindBudget:
+	case names.UpstreamBudget:
 		applyTo(&u.bud, e, put, (*budgetRecord).valid)
 	}
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // KVAttempts is an AttemptNumbers in a JetStream KV bucket
-// (topology.GatewayAttemptsBucket), shared by every gateway replica: the
+// (names.GatewayAttemptsBucket), shared by every gateway replica: the
 // value of a request's key is the next attempt number no reservation has
 // had, and every change is a compare-and-set on the key's revision, so
 // that two replicas never hand out the same number.

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -98,7 +98,7 @@ func (s *Server) pollOnce(ctx context.Context) {
 	if err != nil {
 		return // the buckets may not exist yet; the lag stays unknown
 	}
-	stream, err := s.JS.Stream(ctx, events.AttemptsStream)
+	stream, err := s.JS.Stream(ctx, names.AttemptsStream)
 	if err != nil {
 		return
 	}

@@ -12,12 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
 
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/topology"
 )
-
-// StateBucket holds the aggregator's own state: its checkpoint and lease.
-const StateBucket = "ledger_state"
 
 // ErrInvalidConfig is wrapped by every configuration error of New.
 var ErrInvalidConfig = errors.New("projection: invalid config")
@@ -37,15 +34,15 @@ type Names struct {
 
 // LiveNames are the resources of the live ledger.
 func LiveNames() Names {
-	return Names{Requests: events.RequestsBucket, Sessions: events.SessionsBucket, State: StateBucket,
-		Rejected: events.RejectedStream, RejectedPrefix: "ledger.rejected."}
+	return Names{Requests: names.RequestsBucket, Sessions: names.SessionsBucket, State: names.StateBucket,
+		Rejected: names.RejectedStream, RejectedPrefix: names.RejectedPrefix}
 }
 
 // ScratchNames are where a rebuild projects the stream before it switches
 // the live ledger over.
 func ScratchNames() Names {
-	return Names{Requests: "ledger_rebuild_requests", Sessions: "ledger_rebuild_sessions", State: "ledger_rebuild_state",
-		Rejected: "LEDGER_REBUILD_REJECTED", RejectedPrefix: "ledger.rebuild.rejected."}
+	return Names{Requests: names.RebuildRequestsBucket, Sessions: names.RebuildSessionsBucket, State: names.RebuildStateBucket,
+		Rejected: names.RebuildRejectedStream, RejectedPrefix: names.RebuildRejectedPrefix}
 }
 
 func (n Names) orLive() Names {
@@ -484,7 +481,7 @@ func (a *Aggregator) newBatcher(ctx context.Context, res *resources, t *term) (*
 // waits there while a batch commits; the client library holds at most
 // readAhead more, and two pull requests' bytes (see input.go).
 func (a *Aggregator) consume(ctx context.Context, res *resources, cp uint64) (*intake, func(), error) {
-	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AttemptsSubjects}}
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.AttemptsSubjects}}
 	if cp > 0 {
 		occ.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		occ.OptStartSeq = cp + 1
@@ -632,7 +629,7 @@ func WaitCaughtUp(ctx context.Context, js jetstream.JetStream, poll time.Duratio
 			return 0, 0, err
 		}
 		if err == nil {
-			s, serr := js.Stream(ctx, events.AttemptsStream)
+			s, serr := js.Stream(ctx, names.AttemptsStream)
 			if serr == nil {
 				info, ierr := s.Info(ctx)
 				if ierr == nil {

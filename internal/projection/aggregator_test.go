@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // The design note's case: the provider billed the failed attempt's input
@@ -86,7 +87,7 @@ func TestEachRejectReasonRecordedOnce(t *testing.T) {
 	e.requireLedger(buildModel(ws))
 
 	// The body is unchanged and the headers say what happened.
-	s, err := e.js.Stream(context.Background(), events.RejectedStream)
+	s, err := e.js.Stream(context.Background(), names.RejectedStream)
 	require.NoError(t, err)
 	m, err := s.GetLastMsgForSubject(context.Background(), events.RejectedSubject(events.ReasonInvalidField, 4))
 	require.NoError(t, err)
@@ -318,7 +319,7 @@ func TestDeletedLastRejection(t *testing.T) {
 	r := e.start(Config{InstanceID: "a"})
 	e.waitCheckpoint(e.lastSeq())
 	require.NoError(t, r.stop(t))
-	s, err := e.js.Stream(context.Background(), events.RejectedStream)
+	s, err := e.js.Stream(context.Background(), names.RejectedStream)
 	require.NoError(t, err)
 	info, err := s.Info(context.Background())
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // BenchmarkCatchUp measures the aggregator applying a stream of events
@@ -127,7 +128,7 @@ func BenchmarkRawConsume(b *testing.B) {
 		n := fillStream(b, e, 100_000, 1_000)
 		b.StartTimer()
 		start := time.Now()
-		s, err := e.js.Stream(context.Background(), events.AttemptsStream)
+		s, err := e.js.Stream(context.Background(), names.AttemptsStream)
 		require.NoError(b, err)
 		cons, err := s.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{})
 		require.NoError(b, err)

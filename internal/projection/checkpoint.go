@@ -7,17 +7,11 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/ledger/internal/names"
 )
 
-// checkpointKey, in the state bucket, is the writer's commit point: the
-// stream sequence up to which every event is applied, the lease term that
-// wrote it, the rules of the ledger, and a rebuild's switch while one is
-// in progress. Every write of it is compare-and-set on the revision the
-// writer holds, and a new term starts by rewriting it, so it is also the
-// fence of the state bucket (see the package comment).
-const checkpointKey = "checkpoint"
-
-// checkpoint is the value of checkpointKey.
+// checkpoint is the value of names.CheckpointKey.
 type checkpoint struct {
 	Seq uint64 `json:"seq"`
 	// Term is the lease revision of the term that last wrote it.
@@ -60,7 +54,7 @@ func (c *checkpoint) ledgerRules() int {
 // readCheckpoint returns the stored checkpoint and its revision (a zero
 // checkpoint and revision 0 when there is none).
 func readCheckpoint(ctx context.Context, state jetstream.KeyValue) (checkpoint, uint64, error) {
-	e, err := state.Get(ctx, checkpointKey)
+	e, err := state.Get(ctx, names.CheckpointKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return checkpoint{}, 0, nil
 	}
@@ -82,12 +76,12 @@ func ReadCheckpoint(ctx context.Context, js jetstream.JetStream) (uint64, error)
 }
 
 func readLiveCheckpoint(ctx context.Context, js jetstream.JetStream) (checkpoint, error) {
-	state, err := js.KeyValue(ctx, StateBucket)
+	state, err := js.KeyValue(ctx, names.StateBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return checkpoint{}, nil
 	}
 	if err != nil {
-		return checkpoint{}, fmt.Errorf("projection: opening %s: %w", StateBucket, err)
+		return checkpoint{}, fmt.Errorf("projection: opening %s: %w", names.StateBucket, err)
 	}
 	c, _, err := readCheckpoint(ctx, state)
 	return c, err

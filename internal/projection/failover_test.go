@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -22,7 +22,7 @@ import (
 func (e *env) storedWires() []wire {
 	e.t.Helper()
 	ctx := context.Background()
-	s, err := e.js.Stream(ctx, events.AttemptsStream)
+	s, err := e.js.Stream(ctx, names.AttemptsStream)
 	require.NoError(e.t, err)
 	info, err := s.Info(ctx)
 	require.NoError(e.t, err)
@@ -88,7 +88,7 @@ func (e *env) watchStalls() *stallWatch {
 			if err != nil {
 				continue // the state bucket's leader may be changing too
 			}
-			s, err := e.js.Stream(ctx, events.AttemptsStream)
+			s, err := e.js.Stream(ctx, names.AttemptsStream)
 			if err != nil {
 				continue
 			}
@@ -149,8 +149,8 @@ func TestFailoverWithinSeconds(t *testing.T) {
 		victim string
 		at     FaultPoint // where the aggregator is when the leader dies
 	}{
-		{events.AttemptsStream, FaultAfterRead},
-		{"KV_" + events.RequestsBucket, FaultBeforeWrites},
+		{names.AttemptsStream, FaultAfterRead},
+		{"KV_" + names.RequestsBucket, FaultBeforeWrites},
 	} {
 		victim := tc.victim
 		t.Run(victim, func(t *testing.T) {

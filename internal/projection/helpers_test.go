@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -110,7 +111,7 @@ func (e *env) publish(ws ...wire) {
 
 func (e *env) lastSeq() uint64 {
 	e.t.Helper()
-	s, err := e.js.Stream(context.Background(), events.AttemptsStream)
+	s, err := e.js.Stream(context.Background(), names.AttemptsStream)
 	require.NoError(e.t, err)
 	info, err := s.Info(context.Background())
 	require.NoError(e.t, err)
@@ -190,7 +191,7 @@ func (e *env) ledger() (map[string]RequestView, map[string]SessionView) {
 	ctx := context.Background()
 	reqs := map[string]RequestView{}
 	sess := map[string]SessionView{}
-	for _, b := range []string{events.RequestsBucket, events.SessionsBucket} {
+	for _, b := range []string{names.RequestsBucket, names.SessionsBucket} {
 		kv, err := e.js.KeyValue(ctx, b)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			continue
@@ -201,7 +202,7 @@ func (e *env) ledger() (map[string]RequestView, map[string]SessionView) {
 		for key := range lister.Keys() {
 			entry, err := kv.Get(ctx, key)
 			require.NoError(e.t, err)
-			if b == events.RequestsBucket {
+			if b == names.RequestsBucket {
 				var r Request
 				require.NoError(e.t, json.Unmarshal(entry.Value(), &r))
 				reqs[key] = r.View()
@@ -221,7 +222,7 @@ func (e *env) rejections() map[uint64][]string {
 	e.t.Helper()
 	ctx := context.Background()
 	out := map[uint64][]string{}
-	s, err := e.js.Stream(ctx, events.RejectedStream)
+	s, err := e.js.Stream(ctx, names.RejectedStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return out
 	}

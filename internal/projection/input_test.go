@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -71,7 +72,7 @@ func fatRequest(t testing.TB, session, request string, n0 int) []wire {
 // MaxRequestRecordBytes.
 func (e *env) requireStoredLog(request string, ws []wire) {
 	e.t.Helper()
-	kv, err := e.js.KeyValue(context.Background(), events.RequestsBucket)
+	kv, err := e.js.KeyValue(context.Background(), names.RequestsBucket)
 	require.NoError(e.t, err)
 	entry, err := kv.Get(context.Background(), request)
 	require.NoError(e.t, err)
@@ -162,7 +163,7 @@ func TestHostileInputs(t *testing.T) {
 	e.requireLedger(m)
 	e.requireStoredLog("R-fat", ws[1+bad:1+bad+events.MaxAttempt+1])
 
-	rej, err := e.js.Stream(context.Background(), events.RejectedStream)
+	rej, err := e.js.Stream(context.Background(), names.RejectedStream)
 	require.NoError(t, err)
 	for i := range bad {
 		orig := ws[1+i]

@@ -9,18 +9,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // ErrLeaseLost means another aggregator instance took over the lease: this
 // one must stop writing at once.
 var ErrLeaseLost = errors.New("projection: lease lost to another instance")
-
-const leaseKey = "lease"
-
-// yieldKey asks the lease holder to step aside: a rebuild writes it (and
-// keeps rewriting it every TTL/3) while it switches the live ledger over.
-// A yield request nobody has rewritten for a TTL is stale and ignored.
-const yieldKey = "yield"
 
 // ErrYield means the lease holder stepped aside for a rebuild.
 var ErrYield = errors.New("projection: stepped aside for a rebuild")
@@ -44,7 +39,7 @@ type leaseValue struct {
 // between its check and its write: the fence is the term (see term.go).
 type lease struct {
 	kv     jetstream.KeyValue
-	key    string // leaseKey when empty
+	key    string // names.LeaseKey when empty
 	holder string
 	ttl    time.Duration
 	now    func() time.Time
@@ -72,7 +67,7 @@ func (l *lease) acquire(ctx context.Context, poll time.Duration) error {
 	var seenAt, yieldAt time.Time
 	for {
 		wait, err := false, error(nil)
-		if l.name() == leaseKey {
+		if l.name() == names.LeaseKey {
 			wait, err = l.yieldPending(ctx, &yieldRev, &yieldAt)
 		}
 		if err != nil {
@@ -158,12 +153,12 @@ var errWaitForYield = errors.New("a rebuild asked for the lease")
 // yieldPending reports whether someone else's fresh yield request is in
 // force; a stale one is deleted.
 func (l *lease) yieldPending(ctx context.Context, rev *uint64, at *time.Time) (bool, error) {
-	e, err := l.kv.Get(ctx, yieldKey)
+	e, err := l.kv.Get(ctx, names.YieldKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("projection: reading %s: %w", yieldKey, err)
+		return false, fmt.Errorf("projection: reading %s: %w", names.YieldKey, err)
 	}
 	var v leaseValue
 	_ = json.Unmarshal(e.Value(), &v)
@@ -177,13 +172,13 @@ func (l *lease) yieldPending(ctx context.Context, rev *uint64, at *time.Time) (b
 	if now.Sub(*at) <= l.ttl {
 		return true, nil
 	}
-	_ = l.kv.Delete(ctx, yieldKey, jetstream.LastRevision(e.Revision())) // stale: its rebuild is gone
+	_ = l.kv.Delete(ctx, names.YieldKey, jetstream.LastRevision(e.Revision())) // stale: its rebuild is gone
 	return false, nil
 }
 
 // yieldRequested reports whether another instance has asked for the lease.
 func (l *lease) yieldRequested(ctx context.Context) bool {
-	e, err := l.kv.Get(ctx, yieldKey)
+	e, err := l.kv.Get(ctx, names.YieldKey)
 	if err != nil {
 		return false
 	}
@@ -230,7 +225,7 @@ func (l *lease) held(rev uint64, sent time.Time) {
 
 func (l *lease) name() string {
 	if l.key == "" {
-		return leaseKey
+		return names.LeaseKey
 	}
 	return l.key
 }
@@ -270,7 +265,7 @@ func (l *lease) keep(ctx context.Context) error {
 		}
 		err := l.renew(ctx)
 		if err == nil {
-			if l.name() == leaseKey && l.yieldRequested(ctx) {
+			if l.name() == names.LeaseKey && l.yieldRequested(ctx) {
 				return ErrYield
 			}
 			continue

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // waitDelivered waits until the stream's consumers have delivered every
@@ -16,7 +16,7 @@ import (
 func (e *env) waitDelivered(seq uint64) {
 	e.t.Helper()
 	ctx := context.Background()
-	s, err := e.js.Stream(ctx, events.AttemptsStream)
+	s, err := e.js.Stream(ctx, names.AttemptsStream)
 	require.NoError(e.t, err)
 	require.Eventually(e.t, func() bool {
 		l := s.ListConsumers(ctx)

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
 
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -49,20 +49,16 @@ var ErrRebuildRunning = errors.New("projection: another rebuild is running")
 // from it.
 var ErrStreamIncomplete = errors.New("projection: the stream no longer holds every event")
 
-// rebuildKey, in the live state bucket, is the claim of the one running
-// rebuild: a lease its holder renews for as long as it runs.
-const rebuildKey = "rebuild"
-
 // Rebuild rebuilds the live ledger (ledger_requests, ledger_sessions and
 // LEDGER_REJECTED) from the whole stream under the current code, while the
 // live aggregator keeps running and publishers keep publishing:
 //
-//  1. It claims the rebuild (rebuildKey): a second rebuild is refused
+//  1. It claims the rebuild (names.RebuildKey): a second rebuild is refused
 //     while this one lives.
 //  2. It projects the stream into scratch buckets (ScratchNames) with the
 //     same exactly-once machinery as the live aggregator, until it has
 //     caught up with the stream.
-//  3. It asks the live lease holder to step aside (yieldKey), takes the
+//  3. It asks the live lease holder to step aside (names.YieldKey), takes the
 //     lease and begins a term (raising its fences), lets the scratch
 //     projection catch up once more, and records the switch in the live
 //     checkpoint.
@@ -131,11 +127,11 @@ type rebuild struct {
 func checkWholeStream(ctx context.Context, stream jetstream.Stream) error {
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("projection: reading %s: %w", events.AttemptsStream, err)
+		return fmt.Errorf("projection: reading %s: %w", names.AttemptsStream, err)
 	}
 	if first := info.State.FirstSeq; first > 1 {
 		return fmt.Errorf("%w: %s starts at sequence %d, so events 1 to %d cannot be replayed (the stream's MaxAge or a purge removed them); a rebuild would drop their usage",
-			ErrStreamIncomplete, events.AttemptsStream, first, first-1)
+			ErrStreamIncomplete, names.AttemptsStream, first, first-1)
 	}
 	return nil
 }
@@ -143,7 +139,7 @@ func checkWholeStream(ctx context.Context, stream jetstream.Stream) error {
 // claim takes the rebuild claim and keeps it renewed until release; if it
 // is lost meanwhile, lost is called.
 func (r *rebuild) claim(ctx context.Context, lost context.CancelCauseFunc) (release func(), err error) {
-	c := &lease{kv: r.live.state, key: rebuildKey, holder: r.id, ttl: r.cfg.LeaseTTL, now: r.cfg.Now, rules: r.cfg.Rules,
+	c := &lease{kv: r.live.state, key: names.RebuildKey, holder: r.id, ttl: r.cfg.LeaseTTL, now: r.cfg.Now, rules: r.cfg.Rules,
 		fault: r.cfg.Faults, lenient: true}
 	if err := c.claim(ctx, r.cfg.LeaseTTL/10); err != nil {
 		if errors.Is(err, errHeld) {
@@ -224,7 +220,7 @@ func (r *rebuild) run(ctx context.Context) error {
 func catchUp(ctx context.Context, stream jetstream.Stream, agg *Aggregator, done <-chan error, phase string, progress func(string, uint64, uint64)) error {
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("projection: reading %s: %w", events.AttemptsStream, err)
+		return fmt.Errorf("projection: reading %s: %w", names.AttemptsStream, err)
 	}
 	last := info.State.LastSeq
 	t := time.NewTicker(20 * time.Millisecond)
@@ -302,7 +298,7 @@ func (r *rebuild) holdAndSwitch(ctx context.Context, finish func() (uint64, erro
 func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 	state := r.live.state
 	yval := mustJSON(leaseValue{Holder: r.id, TTL: r.cfg.LeaseTTL, Rules: r.cfg.Rules})
-	if _, err := state.Put(ctx, yieldKey, yval); err != nil {
+	if _, err := state.Put(ctx, names.YieldKey, yval); err != nil {
 		return nil, fmt.Errorf("projection: asking the live aggregator to yield: %w", err)
 	}
 	yctx, cancel := context.WithCancel(ctx)
@@ -319,7 +315,7 @@ func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 				if seam(r.cfg.Faults).hit(FaultRenew) != nil {
 					return
 				}
-				_, _ = state.Put(yctx, yieldKey, yval)
+				_, _ = state.Put(yctx, names.YieldKey, yval)
 			}
 		}
 	}()
@@ -328,6 +324,6 @@ func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 		<-done
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer dcancel()
-		_ = state.Delete(dctx, yieldKey)
+		_ = state.Delete(dctx, names.YieldKey)
 	}, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -111,11 +112,11 @@ func TestSecondRebuildRefused(t *testing.T) {
 	}})
 	// The first rebuild has its claim once it projects; wait for that.
 	require.Eventually(t, func() bool {
-		state, err := e.js.KeyValue(context.Background(), StateBucket)
+		state, err := e.js.KeyValue(context.Background(), names.StateBucket)
 		if err != nil {
 			return false
 		}
-		_, err = state.Get(context.Background(), rebuildKey)
+		_, err = state.Get(context.Background(), names.RebuildKey)
 		return err == nil
 	}, 30*time.Second, 5*time.Millisecond)
 	second := e.startRebuild(RebuildConfig{BatchSize: 7})

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // sumEveryAttempt is the classic bug: every event is a new attempt, so
@@ -85,10 +86,10 @@ func TestRebuildInterrupted(t *testing.T) {
 		{phase: "project", restart: true, untouched: true},
 		{phase: "final", restart: true, untouched: true},
 		{phase: "final", restart: false, untouched: true},
-		{phase: "switch " + events.RequestsBucket, restart: true},
-		{phase: "switch " + events.RequestsBucket, restart: false},
-		{phase: "switch " + events.SessionsBucket, restart: true},
-		{phase: "switch " + events.SessionsBucket, restart: false},
+		{phase: "switch " + names.RequestsBucket, restart: true},
+		{phase: "switch " + names.RequestsBucket, restart: false},
+		{phase: "switch " + names.SessionsBucket, restart: true},
+		{phase: "switch " + names.SessionsBucket, restart: false},
 	}
 	for i, tc := range tests {
 		name := strings.ReplaceAll(tc.phase, " ", "-")

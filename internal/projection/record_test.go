@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -122,7 +123,7 @@ func TestAggregatorSaturatedSessionKeepsGoing(t *testing.T) {
 		t.Run("batch "+strconv.Itoa(batch), func(t *testing.T) {
 			e := newEnv(t)
 			ctx := context.Background()
-			kv, err := topology.EnsureBucket(ctx, e.js, topology.Config{}, events.SessionsBucket, "")
+			kv, err := topology.EnsureBucket(ctx, e.js, topology.Config{}, names.SessionsBucket, "")
 			require.NoError(t, err)
 			seed := &Session{SessionView: SessionView{SessionID: "big", Totals: Totals{
 				Requests: 1, Succeeded: 1, Attempts: 1,

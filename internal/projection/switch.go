@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // ErrSwitchIncomplete means a rebuild's switch is recorded but its
@@ -266,8 +267,8 @@ func copyRejections(ctx context.Context, js jetstream.JetStream, t *term, scratc
 func lookupResources(ctx context.Context, js jetstream.JetStream, n Names) (*resources, error) {
 	res := &resources{names: n}
 	var err error
-	if res.stream, err = js.Stream(ctx, events.AttemptsStream); err != nil {
-		return nil, fmt.Errorf("projection: opening %s: %w", events.AttemptsStream, err)
+	if res.stream, err = js.Stream(ctx, names.AttemptsStream); err != nil {
+		return nil, fmt.Errorf("projection: opening %s: %w", names.AttemptsStream, err)
 	}
 	if res.rejected, err = js.Stream(ctx, n.Rejected); err != nil {
 		return nil, fmt.Errorf("projection: opening %s: %w", n.Rejected, err)

@@ -9,17 +9,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // ErrRulesTooOld means the ledger was written by newer projection rules
 // than this build applies (RulesVersion): the aggregator refuses to write
 // it.
 var ErrRulesTooOld = errors.New("projection: the ledger's rules are newer than this build's")
-
-// fenceKey is the key of the fence marker in each record bucket: not a
-// valid request or session ID (it has a dot), written as a delete marker
-// so that KV readers never list it.
-const fenceKey = "ledger.fence"
 
 // headerTerm names the term on a fence marker.
 const headerTerm = "Ledger-Term"
@@ -65,7 +62,7 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 			"ledger_rules", cp.Rules, "rules", rules)
 	}
 	cp.Term, cp.Rules = t.id, max(cp.Rules, rules)
-	if t.cpRev, err = res.stateW.putOne(ctx, checkpointKey, mustJSON(cp), rev); err != nil {
+	if t.cpRev, err = res.stateW.putOne(ctx, names.CheckpointKey, mustJSON(cp), rev); err != nil {
 		return nil, fmt.Errorf("projection: beginning term %d: %w", t.id, err)
 	}
 	t.cp = cp
@@ -120,7 +117,7 @@ func (t *term) writeCheckpoint(ctx context.Context, state *bucket, cp checkpoint
 		return err
 	}
 	cp.Term, cp.Rules = t.id, t.rules
-	rev, err := state.putOne(ctx, checkpointKey, mustJSON(cp), t.cpRev)
+	rev, err := state.putOne(ctx, names.CheckpointKey, mustJSON(cp), t.cpRev)
 	if err != nil {
 		return err
 	}
@@ -132,7 +129,7 @@ func (t *term) writeCheckpoint(ctx context.Context, state *bucket, cp checkpoint
 // stream sequence it got: from then on, a write that expects an earlier
 // last sequence fails.
 func (b *bucket) fence(ctx context.Context, term uint64) (uint64, error) {
-	m := nats.NewMsg(b.prefix + fenceKey)
+	m := nats.NewMsg(b.prefix + names.FenceKey)
 	m.Header.Set(kvOperationHeader, "DEL")
 	m.Header.Set(headerTerm, strconv.FormatUint(term, 10))
 	ack, err := b.js.PublishMsg(ctx, m)

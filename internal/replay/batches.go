@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -28,7 +29,7 @@ func readStream(ctx context.Context, stream jetstream.Stream, maxPayload int64, 
 	// makes the server match every message against it.
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
-		return nil, fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
+		return nil, fmt.Errorf("replay: reading %s: %w", names.AttemptsStream, err)
 	}
 	quit := make(chan struct{})
 	cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -49,7 +50,7 @@ func readStream(ctx context.Context, stream jetstream.Stream, maxPayload int64, 
 		}
 	}, projection.PullLimits(maxPayload, 10_000))
 	if err != nil {
-		return nil, fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
+		return nil, fmt.Errorf("replay: reading %s: %w", names.AttemptsStream, err)
 	}
 	return func() { close(quit); cc.Stop() }, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/topology"
@@ -76,7 +77,7 @@ func TestVerifyComparesRejections(t *testing.T) {
 	require.Equal(t, len(w.Requests), d.RequestsChecked)
 
 	ctx := context.Background()
-	rejected, err := js.Stream(ctx, events.RejectedStream)
+	rejected, err := js.Stream(ctx, names.RejectedStream)
 	require.NoError(t, err)
 	record := func(reason events.Reason) *jetstream.RawStreamMsg {
 		m, err := rejected.GetLastMsgForSubject(ctx, events.RejectedSubject(reason, seqs[reason]))
@@ -144,7 +145,7 @@ func TestVerifyBeyondItsMemoryBounds(t *testing.T) {
 	js = startJS(t)
 	ledgertest.Publish(t, js, w.Messages)
 	project(t, js, ledgertest.SumEveryAttempt)
-	reqs, err := js.KeyValue(context.Background(), events.RequestsBucket)
+	reqs, err := js.KeyValue(context.Background(), names.RequestsBucket)
 	require.NoError(t, err)
 	require.NoError(t, reqs.Delete(context.Background(), "req-3"))
 	want := verify(t, js, Options{})
@@ -156,11 +157,11 @@ func TestVerifyBeyondItsMemoryBounds(t *testing.T) {
 
 func requireNoScratch(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	names := js.KeyValueStoreNames(context.Background())
-	for name := range names.Name() {
-		require.False(t, strings.HasPrefix(name, scratchPrefix), "scratch bucket %s left behind", name)
+	lister := js.KeyValueStoreNames(context.Background())
+	for name := range lister.Name() {
+		require.False(t, strings.HasPrefix(name, names.VerifyScratchPrefix), "scratch bucket %s left behind", name)
 	}
-	require.NoError(t, names.Error())
+	require.NoError(t, lister.Error())
 }
 
 // A live request record for a request the stream does not have is found,
@@ -172,7 +173,7 @@ func TestVerifyFindsLiveOnlyRequests(t *testing.T) {
 	project(t, js, nil)
 	cp, err := projection.ReadCheckpoint(context.Background(), js)
 	require.NoError(t, err)
-	reqs, err := js.KeyValue(context.Background(), events.RequestsBucket)
+	reqs, err := js.KeyValue(context.Background(), names.RequestsBucket)
 	require.NoError(t, err)
 	for id, seq := range map[string]uint64{"ghost-old": cp, "ghost-new": cp + 1000} {
 		r := projection.NewRequest(id, "sess-0")
@@ -306,7 +307,7 @@ func TestVerifyConflictsAfterTheRequestFinished(t *testing.T) {
 func rewriteRequest(t *testing.T, js jetstream.JetStream, id, session string) {
 	t.Helper()
 	ctx := context.Background()
-	kv, err := js.KeyValue(ctx, events.RequestsBucket)
+	kv, err := js.KeyValue(ctx, names.RequestsBucket)
 	require.NoError(t, err)
 	if session == "" {
 		require.NoError(t, kv.Delete(ctx, id))

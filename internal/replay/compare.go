@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -35,7 +36,7 @@ func (v *verifier) compareFinished(ctx context.Context, r *openReq, atP *project
 		v.checkRequest(id, seq, r.live, true, v.stateAt(r, seq))
 	default:
 		st := cloneRequest(r.rec)
-		err := nextBySubject(ctx, v.nc, events.AttemptsStream, events.Subject(owner, id), v.target+1, seq, func(m rawMsg) bool {
+		err := nextBySubject(ctx, v.nc, names.AttemptsStream, events.Subject(owner, id), v.target+1, seq, func(m rawMsg) bool {
 			if ev, err := projection.Accept(m.subject, m.data); err == nil {
 				projection.Fold(st, ev, v.apply)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -23,12 +24,12 @@ import (
 // or the ledger has records the stream does not) it reads every live
 // record and asks the stream, by subject, whether the replay produced it.
 func (v *verifier) liveOnlyRequests(ctx context.Context) error {
-	s, err := v.js.Stream(ctx, "KV_"+events.RequestsBucket)
+	s, err := v.js.Stream(ctx, "KV_"+names.RequestsBucket)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("replay: opening %s: %w", events.RequestsBucket, err)
+		return fmt.Errorf("replay: opening %s: %w", names.RequestsBucket, err)
 	}
 	ids, err := requestKeys(ctx, s)
 	if err != nil {
@@ -38,7 +39,7 @@ func (v *verifier) liveOnlyRequests(ctx context.Context) error {
 		return nil
 	}
 	var pending []liveReq
-	err = eachKV(ctx, v.js, "KV_"+events.RequestsBucket, liveRequestPrefix, func(e kvEntry) error {
+	err = eachKV(ctx, v.js, "KV_"+names.RequestsBucket, liveRequestPrefix, func(e kvEntry) error {
 		if e.deleted || strings.Contains(e.key, ".") {
 			return nil
 		}
@@ -62,11 +63,11 @@ func (v *verifier) liveOnlyRequests(ctx context.Context) error {
 func requestKeys(ctx context.Context, s jetstream.Stream) (uint64, error) {
 	info, err := s.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("replay: reading %s: %w", events.RequestsBucket, err)
+		return 0, fmt.Errorf("replay: reading %s: %w", names.RequestsBucket, err)
 	}
 	dotted, err := s.Info(ctx, jetstream.WithSubjectFilter(liveRequestPrefix+"*.>"))
 	if err != nil {
-		return 0, fmt.Errorf("replay: reading %s: %w", events.RequestsBucket, err)
+		return 0, fmt.Errorf("replay: reading %s: %w", names.RequestsBucket, err)
 	}
 	return info.State.NumSubjects - uint64(len(dotted.State.Subjects)), nil
 }
@@ -103,7 +104,7 @@ func (v *verifier) checkLiveOnly(ctx context.Context, rs []liveReq) error {
 			subjects = append(subjects, events.Subject(r.session, r.id))
 		}
 	}
-	last, err := multiLast(ctx, v.nc, events.AttemptsStream, subjects, 0, v.target)
+	last, err := multiLast(ctx, v.nc, names.AttemptsStream, subjects, 0, v.target)
 	if err != nil {
 		return err
 	}
@@ -140,7 +141,7 @@ func (v *verifier) produced(ctx context.Context, r liveReq, last map[string]rawM
 				return true, nil
 			}
 			found := false // the last one is not accepted: an earlier one may be
-			err := nextBySubject(ctx, v.nc, events.AttemptsStream, subj, 1, v.target, func(m rawMsg) bool {
+			err := nextBySubject(ctx, v.nc, names.AttemptsStream, subj, 1, v.target, func(m rawMsg) bool {
 				_, aerr := projection.Accept(m.subject, m.data)
 				found = aerr == nil
 				return !found
@@ -162,7 +163,7 @@ func (v *verifier) newRequest(ctx context.Context, id string, seq uint64) (*proj
 	if events.ValidateID("request_id", id) != nil {
 		return nil, nil // no event names it
 	}
-	err := nextBySubject(ctx, v.nc, events.AttemptsStream, "ledger.attempts.*."+id, v.target+1, seq, func(m rawMsg) bool {
+	err := nextBySubject(ctx, v.nc, names.AttemptsStream, names.AttemptsPrefix+"*."+id, v.target+1, seq, func(m rawMsg) bool {
 		ev, err := projection.Accept(m.subject, m.data)
 		if err != nil {
 			return true

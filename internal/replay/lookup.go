@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // first is a request met in a batch that was not in memory: at its first
@@ -157,11 +158,11 @@ func (v *verifier) lookup(ctx context.Context, firsts []first, end uint64) <-cha
 }
 
 // liveRequestPrefix is the subject prefix of ledger_requests' keys.
-const liveRequestPrefix = "$KV." + events.RequestsBucket + "."
+const liveRequestPrefix = "$KV." + names.RequestsBucket + "."
 
 // liveRecords reads live request records by subject, keyed by request ID.
 func (v *verifier) liveRecords(ctx context.Context, subjects []string) (map[string]rawMsg, error) {
-	got, err := multiLast(ctx, v.nc, "KV_"+events.RequestsBucket, subjects, 0, 0)
+	got, err := multiLast(ctx, v.nc, "KV_"+names.RequestsBucket, subjects, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func (v *verifier) liveRecords(ctx context.Context, subjects []string) (map[stri
 // Asking only from end+1 spares the server loading the messages of
 // requests the batch finishes.
 func (v *verifier) lastAfter(ctx context.Context, subjects []string, end uint64) (map[string]uint64, error) {
-	got, err := multiLast(ctx, v.nc, events.AttemptsStream, subjects, end+1, v.target)
+	got, err := multiLast(ctx, v.nc, names.AttemptsStream, subjects, end+1, v.target)
 	if err != nil {
 		return nil, err
 	}

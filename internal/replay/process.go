@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -130,7 +131,7 @@ func (v *verifier) ownerBefore(ctx context.Context, live []byte, f first) (strin
 		return "", nil // unreadable: it would be in the drift set had it finished
 	}
 	found := false
-	err = nextBySubject(ctx, v.nc, events.AttemptsStream, events.Subject(owner, f.id), 1, f.seq-1, func(m rawMsg) bool {
+	err = nextBySubject(ctx, v.nc, names.AttemptsStream, events.Subject(owner, f.id), 1, f.seq-1, func(m rawMsg) bool {
 		_, aerr := projection.Accept(m.subject, m.data)
 		found = aerr == nil
 		return !found

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -47,17 +48,17 @@ type rejections struct {
 // original sequence upTo, on its own goroutine; stop cancels it and waits.
 func readRejections(ctx context.Context, js jetstream.JetStream, c *diffs, upTo uint64) (*rejections, func(), error) {
 	r := &rejections{c: c, upTo: upTo}
-	stream, err := js.Stream(ctx, events.RejectedStream)
+	stream, err := js.Stream(ctx, names.RejectedStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		r.done = true
 		return r, func() {}, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("replay: opening %s: %w", events.RejectedStream, err)
+		return nil, nil, fmt.Errorf("replay: opening %s: %w", names.RejectedStream, err)
 	}
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("replay: reading %s: %w", events.RejectedStream, err)
+		return nil, nil, fmt.Errorf("replay: reading %s: %w", names.RejectedStream, err)
 	}
 	if info.State.Msgs == 0 || upTo == 0 {
 		r.done = true
@@ -80,17 +81,17 @@ func readRejections(ctx context.Context, js jetstream.JetStream, c *diffs, upTo 
 func readRejected(ctx context.Context, stream jetstream.Stream, maxPayload int64, upTo uint64, out chan<- rejection) error {
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
-		return fmt.Errorf("replay: reading %s: %w", events.RejectedStream, err)
+		return fmt.Errorf("replay: reading %s: %w", names.RejectedStream, err)
 	}
 	it, err := cons.Messages(projection.PullLimits(maxPayload, 256))
 	if err != nil {
-		return fmt.Errorf("replay: reading %s: %w", events.RejectedStream, err)
+		return fmt.Errorf("replay: reading %s: %w", names.RejectedStream, err)
 	}
 	defer it.Stop()
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
-			return fmt.Errorf("replay: reading %s: %w", events.RejectedStream, err)
+			return fmt.Errorf("replay: reading %s: %w", names.RejectedStream, err)
 		}
 		md, err := m.Metadata()
 		if err != nil {
@@ -106,7 +107,7 @@ func readRejected(ctx context.Context, stream jetstream.Stream, maxPayload int64
 			return nil
 		}
 		if md.NumPending == 0 {
-			more, err := anyAfter(ctx, stream, events.RejectedSubjects, md.Sequence.Stream)
+			more, err := anyAfter(ctx, stream, names.RejectedSubjects, md.Sequence.Stream)
 			if err != nil || !more {
 				return err
 			}
@@ -115,7 +116,7 @@ func readRejected(ctx context.Context, stream jetstream.Stream, maxPayload int64
 }
 
 func liveRejection(subject string, h nats.Header, body []byte) rejection {
-	rest, ok := strings.CutPrefix(subject, strings.TrimSuffix(events.RejectedSubjects, ">"))
+	rest, ok := strings.CutPrefix(subject, strings.TrimSuffix(names.RejectedSubjects, ">"))
 	reason, seqText, ok2 := strings.Cut(rest, ".")
 	seq, err := strconv.ParseUint(seqText, 10, 64)
 	if !ok || !ok2 || err != nil || seq == 0 {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -63,13 +63,13 @@ func Ledger(ctx context.Context, js jetstream.JetStream, p Point, o Options) (*R
 }
 
 func openStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, *jetstream.StreamInfo, error) {
-	stream, err := js.Stream(ctx, events.AttemptsStream)
+	stream, err := js.Stream(ctx, names.AttemptsStream)
 	if err != nil {
-		return nil, nil, fmt.Errorf("replay: opening %s: %w", events.AttemptsStream, err)
+		return nil, nil, fmt.Errorf("replay: opening %s: %w", names.AttemptsStream, err)
 	}
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
+		return nil, nil, fmt.Errorf("replay: reading %s: %w", names.AttemptsStream, err)
 	}
 	return stream, info, nil
 }

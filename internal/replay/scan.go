@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -45,18 +45,18 @@ func scan(ctx context.Context, stream jetstream.Stream, maxPayload int64, from, 
 		progress(last, last)
 		return nil
 	}
-	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AttemptsSubjects}}
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.AttemptsSubjects}}
 	if from > 1 {
 		occ.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		occ.OptStartSeq = from
 	}
 	cons, err := stream.OrderedConsumer(ctx, occ)
 	if err != nil {
-		return fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
+		return fmt.Errorf("replay: reading %s: %w", names.AttemptsStream, err)
 	}
 	it, err := cons.Messages(projection.PullLimits(maxPayload, 10_000))
 	if err != nil {
-		return fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
+		return fmt.Errorf("replay: reading %s: %w", names.AttemptsStream, err)
 	}
 	defer it.Stop()
 	var seq uint64
@@ -66,7 +66,7 @@ func scan(ctx context.Context, stream jetstream.Stream, maxPayload int64, from, 
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
+			return fmt.Errorf("replay: reading %s: %w", names.AttemptsStream, err)
 		}
 		md, err := m.Metadata()
 		if err != nil {

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
+
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // Verify keeps what does not fit its memory bounds in scratch KV buckets
@@ -22,8 +24,6 @@ import (
 // bucket holds a heartbeat key that its verify rewrites, and a verify that
 // creates buckets first deletes those whose heartbeat is stale.
 const (
-	scratchPrefix  = "ledger_verify_"
-	heartbeatKey   = "verify.alive" // not a request or session ID: those have no '.'
 	heartbeatEvery = 20 * time.Second
 	heartbeatStale = 2 * time.Minute
 )
@@ -40,7 +40,7 @@ type scratch struct {
 }
 
 func newScratch(js jetstream.JetStream) *scratch {
-	return &scratch{js: js, name: scratchPrefix + ulid.Make().String(), now: time.Now}
+	return &scratch{js: js, name: names.VerifyScratchPrefix + ulid.Make().String(), now: time.Now}
 }
 
 // scratchKV is one scratch bucket.
@@ -81,7 +81,7 @@ func (s *scratch) bucket(ctx context.Context, use string) (*scratchKV, error) {
 }
 
 func (b *scratchKV) beat(ctx context.Context) error {
-	_, err := b.kv.Put(ctx, heartbeatKey, []byte(strconv.FormatInt(b.s.now().Unix(), 10)))
+	_, err := b.kv.Put(ctx, names.VerifyHeartbeatKey, []byte(strconv.FormatInt(b.s.now().Unix(), 10)))
 	if err != nil {
 		return fmt.Errorf("replay: writing scratch bucket %s: %w", b.kv.Bucket(), err)
 	}
@@ -131,10 +131,10 @@ func (s *scratch) close(ctx context.Context) error {
 // removeStale deletes the scratch buckets of verifies that stopped
 // beating.
 func removeStale(ctx context.Context, js jetstream.JetStream, now time.Time) error {
-	names := js.KeyValueStoreNames(ctx)
+	lister := js.KeyValueStoreNames(ctx)
 	var stale []string
-	for name := range names.Name() {
-		if !strings.HasPrefix(name, scratchPrefix) {
+	for name := range lister.Name() {
+		if !strings.HasPrefix(name, names.VerifyScratchPrefix) {
 			continue
 		}
 		kv, err := js.KeyValue(ctx, name)
@@ -146,7 +146,7 @@ func removeStale(ctx context.Context, js jetstream.JetStream, now time.Time) err
 		}
 		stale = append(stale, name)
 	}
-	if err := names.Error(); err != nil {
+	if err := lister.Error(); err != nil {
 		return fmt.Errorf("replay: listing buckets: %w", err)
 	}
 	for _, name := range stale {
@@ -160,7 +160,7 @@ func removeStale(ctx context.Context, js jetstream.JetStream, now time.Time) err
 // staleScratch reports whether a scratch bucket's verify stopped beating:
 // no heartbeat for heartbeatStale, in a bucket created before that.
 func staleScratch(ctx context.Context, kv jetstream.KeyValue, now time.Time) bool {
-	e, err := kv.Get(ctx, heartbeatKey)
+	e, err := kv.Get(ctx, names.VerifyHeartbeatKey)
 	if err == nil {
 		at, perr := strconv.ParseInt(string(e.Value()), 10, 64)
 		return perr != nil || now.Sub(time.Unix(at, 0)) > heartbeatStale
@@ -232,7 +232,7 @@ func (b *scratchKV) putMany(ctx context.Context, puts []kvPut) error {
 // heartbeat). Nothing may write to the bucket meanwhile.
 func (b *scratchKV) each(ctx context.Context, fn func(key string, value []byte) error) error {
 	return eachKV(ctx, b.s.js, b.stream, b.prefix, func(e kvEntry) error {
-		if e.deleted || e.key == heartbeatKey {
+		if e.deleted || e.key == names.VerifyHeartbeatKey {
 			return nil
 		}
 		return fn(e.key, e.value)

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -62,12 +62,12 @@ func newSessionStore(p uint64, lim limits, s *scratch) *sessionStore {
 func (st *sessionStore) readLive(ctx context.Context, v *verifier) (uint64, error) {
 	target := st.p
 	var overflow []kvPut
-	err := eachKV(ctx, v.js, "KV_"+events.SessionsBucket, "$KV."+events.SessionsBucket+".", func(e kvEntry) error {
+	err := eachKV(ctx, v.js, "KV_"+names.SessionsBucket, "$KV."+names.SessionsBucket+".", func(e kvEntry) error {
 		t := &sessionTotals{}
 		if !e.deleted {
 			var s projection.Session
 			if err := json.Unmarshal(e.value, &s); err != nil {
-				return fmt.Errorf("replay: record %s/%s is not readable: %w", events.SessionsBucket, e.key, err)
+				return fmt.Errorf("replay: record %s/%s is not readable: %w", names.SessionsBucket, e.key, err)
 			}
 			t.Live, t.LiveSeq, t.InLive = s.Totals, s.Seq, true
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -165,11 +166,11 @@ func Verify(ctx context.Context, js jetstream.JetStream, o Options) (*Drift, err
 	}
 	if p > info.State.LastSeq {
 		return nil, fmt.Errorf("%w: the live checkpoint is %d but %s ends at %d",
-			projection.ErrInvariant, p, events.AttemptsStream, info.State.LastSeq)
+			projection.ErrInvariant, p, names.AttemptsStream, info.State.LastSeq)
 	}
 	if p > 0 && info.State.FirstSeq > 1 {
 		return nil, fmt.Errorf("%w: %s starts at sequence %d, so events 1 to %d cannot be replayed",
-			ErrIncomplete, events.AttemptsStream, info.State.FirstSeq, info.State.FirstSeq-1)
+			ErrIncomplete, names.AttemptsStream, info.State.FirstSeq, info.State.FirstSeq-1)
 	}
 	if err := allowDirect(ctx, js, info); err != nil {
 		return nil, err
@@ -206,11 +207,11 @@ func (v *verifier) run(ctx context.Context, stream jetstream.Stream) error {
 	v.target = target
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("replay: reading %s: %w", events.AttemptsStream, err)
+		return fmt.Errorf("replay: reading %s: %w", names.AttemptsStream, err)
 	}
 	if target > info.State.LastSeq {
 		return fmt.Errorf("%w: the live ledger has applied stream sequence %d but %s ends at %d",
-			projection.ErrInvariant, target, events.AttemptsStream, info.State.LastSeq)
+			projection.ErrInvariant, target, names.AttemptsStream, info.State.LastSeq)
 	}
 	rej, stopRej, err := readRejections(ctx, v.js, v.c, v.p)
 	if err != nil {
@@ -258,7 +259,7 @@ func allowDirect(ctx context.Context, js jetstream.JetStream, info *jetstream.St
 	cfg := info.Config
 	cfg.AllowDirect = true
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("replay: allowing direct gets on %s: %w", events.AttemptsStream, err)
+		return fmt.Errorf("replay: allowing direct gets on %s: %w", names.AttemptsStream, err)
 	}
 	return nil
 }

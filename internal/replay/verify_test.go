@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/topology"
@@ -180,9 +181,9 @@ func TestVerifyFindsTampering(t *testing.T) {
 			ledgertest.Publish(t, js, w.Messages)
 			project(t, js, nil)
 			ctx := context.Background()
-			reqs, err := js.KeyValue(ctx, events.RequestsBucket)
+			reqs, err := js.KeyValue(ctx, names.RequestsBucket)
 			require.NoError(t, err)
-			sess, err := js.KeyValue(ctx, events.SessionsBucket)
+			sess, err := js.KeyValue(ctx, names.SessionsBucket)
 			require.NoError(t, err)
 			tc.tamper(t, reqs, sess, w)
 
@@ -228,7 +229,7 @@ func TestVerifyRefuses(t *testing.T) {
 		w := ledgertest.Generate(rand.New(rand.NewPCG(7, 8)), ledgertest.Spec{Sessions: 2, Calls: 5})
 		ledgertest.Publish(t, js, w.Messages)
 		project(t, js, nil)
-		state, err := js.KeyValue(ctx, projection.StateBucket)
+		state, err := js.KeyValue(ctx, names.StateBucket)
 		require.NoError(t, err)
 		// A rebuild's switch recorded in the live checkpoint.
 		e, err := state.Get(ctx, "checkpoint")

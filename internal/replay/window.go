@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // liveWindow reads the live request records in the order they were
@@ -45,7 +45,7 @@ func openWindow(ctx context.Context, js jetstream.JetStream, bound int, ahead ui
 	go func() {
 		defer close(finished)
 		defer close(in)
-		errc <- eachKV(rctx, js, "KV_"+events.RequestsBucket, liveRequestPrefix, func(e kvEntry) error {
+		errc <- eachKV(rctx, js, "KV_"+names.RequestsBucket, liveRequestPrefix, func(e kvEntry) error {
 			e.value = append([]byte(nil), e.value...)
 			select {
 			case in <- e:
@@ -72,7 +72,7 @@ func (w *liveWindow) fill(ctx context.Context, pos uint64) error {
 		if !ok {
 			w.done = true
 			if err := <-w.errc; err != nil && !errors.Is(err, context.Canceled) {
-				return fmt.Errorf("replay: reading %s: %w", events.RequestsBucket, err)
+				return fmt.Errorf("replay: reading %s: %w", names.RequestsBucket, err)
 			}
 			return nil
 		}

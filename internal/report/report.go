@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/progress"
 	"github.com/agentledger/ledger/internal/projection"
 )
@@ -39,16 +40,16 @@ func Load(ctx context.Context, js jetstream.JetStream, sessionID string) (*Ledge
 	if l.Applied, err = projection.ReadCheckpoint(ctx, js); err != nil {
 		return nil, err
 	}
-	if s, err := js.Stream(ctx, events.AttemptsStream); err == nil {
+	if s, err := js.Stream(ctx, names.AttemptsStream); err == nil {
 		info, err := s.Info(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("report: reading %s: %w", events.AttemptsStream, err)
+			return nil, fmt.Errorf("report: reading %s: %w", names.AttemptsStream, err)
 		}
 		l.StreamLast = info.State.LastSeq
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("report: reading %s: %w", events.AttemptsStream, err)
+		return nil, fmt.Errorf("report: reading %s: %w", names.AttemptsStream, err)
 	}
-	kv, err := js.KeyValue(ctx, events.SessionsBucket)
+	kv, err := js.KeyValue(ctx, names.SessionsBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		if sessionID != "" {
 			return nil, fmt.Errorf("%w: %q (the ledger is empty)", ErrNoSession, sessionID)
@@ -56,7 +57,7 @@ func Load(ctx context.Context, js jetstream.JetStream, sessionID string) (*Ledge
 		return l, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("report: opening %s: %w", events.SessionsBucket, err)
+		return nil, fmt.Errorf("report: opening %s: %w", names.SessionsBucket, err)
 	}
 	if sessionID != "" {
 		if err := events.ValidateID("session", sessionID); err != nil {
@@ -76,7 +77,7 @@ func Load(ctx context.Context, js jetstream.JetStream, sessionID string) (*Ledge
 	}
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, fmt.Errorf("report: reading %s: %w", events.SessionsBucket, err)
+		return nil, fmt.Errorf("report: reading %s: %w", names.SessionsBucket, err)
 	}
 	defer func() { _ = w.Stop() }()
 	for {

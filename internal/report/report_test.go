@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/topology"
@@ -50,7 +51,7 @@ func TestLoadReadsTheSessionsBucket(t *testing.T) {
 	require.NoError(t, err, "an empty ledger is not an error")
 	require.Empty(t, l.Sessions)
 
-	kv, err := topology.EnsureBucket(ctx, js, topology.Config{}, events.SessionsBucket, "")
+	kv, err := topology.EnsureBucket(ctx, js, topology.Config{}, names.SessionsBucket, "")
 	require.NoError(t, err)
 	for _, s := range []projection.Session{
 		{SessionView: projection.SessionView{SessionID: "b", Totals: projection.Totals{Requests: 2, Attempts: 3}}},

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // Difference is a setting of an existing stream or bucket that differs
@@ -60,7 +60,7 @@ func Compare(want Config, have jetstream.StreamConfig) []Difference {
 	if want.DuplicateWindow != 0 && want.DuplicateWindow != have.Duplicates {
 		add("duplicate window", want.DuplicateWindow.String(), have.Duplicates.String(), "--dupe-window "+want.DuplicateWindow.String())
 	}
-	if have.Name == events.AttemptsStream && want.MaxAge != 0 && want.MaxAge != have.MaxAge {
+	if have.Name == names.AttemptsStream && want.MaxAge != 0 && want.MaxAge != have.MaxAge {
 		add("max age", want.MaxAge.String(), ageString(have.MaxAge), "--max-age "+want.MaxAge.String())
 	}
 	return out
@@ -78,7 +78,7 @@ func ageString(d time.Duration) string {
 // yet are skipped: whoever creates them creates them as asked. buckets are
 // the KV buckets to look at besides the streams.
 func Check(ctx context.Context, js jetstream.JetStream, want Config, buckets ...string) ([]Difference, error) {
-	names := []string{events.AttemptsStream, events.RejectedStream}
+	names := []string{names.AttemptsStream, names.RejectedStream}
 	for _, b := range buckets {
 		names = append(names, "KV_"+b)
 	}

@@ -7,12 +7,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// GatewayAttemptsBucket is the KV bucket in which the gateway keeps, per
-// request ID that a client named, the next attempt number no gateway
-// replica has used (see internal/gateway.KVAttempts).
-const GatewayAttemptsBucket = "ledger_gateway_attempts"
+	"github.com/agentledger/ledger/internal/names"
+)
 
 // DefaultGatewayAttemptsTTL is how long the gateway remembers a request's
 // attempt numbers after its last call: a client retry of the request
@@ -30,15 +27,15 @@ func EnsureGatewayAttempts(ctx context.Context, js jetstream.JetStream, c Config
 	if ttl < 0 {
 		return nil, fmt.Errorf("%w: gateway attempts TTL %s must not be negative (0 keeps them forever)", ErrInvalidConfig, ttl)
 	}
-	kv, err := js.KeyValue(ctx, GatewayAttemptsBucket)
+	kv, err := js.KeyValue(ctx, names.GatewayAttemptsBucket)
 	if err == nil {
 		return kv, nil
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("topology: looking up bucket %s: %w", GatewayAttemptsBucket, err)
+		return nil, fmt.Errorf("topology: looking up bucket %s: %w", names.GatewayAttemptsBucket, err)
 	}
 	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      GatewayAttemptsBucket,
+		Bucket:      names.GatewayAttemptsBucket,
 		Description: "ledger gateway: the next attempt number of each request a client named",
 		History:     1,
 		TTL:         ttl,
@@ -46,10 +43,10 @@ func EnsureGatewayAttempts(ctx context.Context, js jetstream.JetStream, c Config
 		Replicas:    c.Replicas,
 	})
 	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return js.KeyValue(ctx, GatewayAttemptsBucket)
+		return js.KeyValue(ctx, names.GatewayAttemptsBucket)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("topology: creating bucket %s: %w", GatewayAttemptsBucket, err)
+		return nil, fmt.Errorf("topology: creating bucket %s: %w", names.GatewayAttemptsBucket, err)
 	}
 	return kv, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 )
 
 // ErrInvalidConfig is wrapped by every configuration error of this package.
@@ -68,9 +69,9 @@ func AttemptsStreamConfig(c Config) (jetstream.StreamConfig, error) {
 		return jetstream.StreamConfig{}, err
 	}
 	return jetstream.StreamConfig{
-		Name:        events.AttemptsStream,
+		Name:        names.AttemptsStream,
 		Description: "Usage ledger: every attempt of every model call (wire contract v1). Immutable.",
-		Subjects:    []string{events.AttemptsSubjects},
+		Subjects:    []string{names.AttemptsSubjects},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
 		Duplicates:  c.DuplicateWindow,
@@ -96,7 +97,7 @@ func EnsureAttempts(ctx context.Context, js jetstream.JetStream, c Config) (jets
 
 // EnsureRejected creates LEDGER_REJECTED when it is missing and returns it.
 func EnsureRejected(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Stream, error) {
-	return EnsureRejectedAs(ctx, js, c, events.RejectedStream, events.RejectedSubjects)
+	return EnsureRejectedAs(ctx, js, c, names.RejectedStream, names.RejectedSubjects)
 }
 
 // EnsureRejectedAs creates a stream laid out like LEDGER_REJECTED under

@@ -7,12 +7,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// UpstreamsBucket is the KV bucket of the fleet's shared upstream state:
-// breakers, rate limits, holds, capacity and retry budgets per upstream,
-// and the live processes (package fleet; docs/fleet.md).
-const UpstreamsBucket = "ledger_upstreams"
+	"github.com/agentledger/ledger/internal/names"
+)
 
 // UpstreamsMaxAge is how long a record of ledger_upstreams outlives its
 // last write: the state is soft, and an upstream nobody called for an hour
@@ -29,7 +26,7 @@ func UpstreamsBucketConfig(c Config) (jetstream.KeyValueConfig, error) {
 		return jetstream.KeyValueConfig{}, err
 	}
 	return jetstream.KeyValueConfig{
-		Bucket:      UpstreamsBucket,
+		Bucket:      names.UpstreamsBucket,
 		Description: "Usage ledger: the fleet's shared state per upstream (breakers, rate limits, retry budgets) and its live processes. Soft state.",
 		History:     1,
 		TTL:         UpstreamsMaxAge,

@@ -1,0 +1,73 @@
+package names
+
+// Streams and their subjects (wire contract v1).
+const (
+	AttemptsStream   = "LEDGER_ATTEMPTS"
+	AttemptsSubjects = "ledger.attempts.>"
+	// AttemptsPrefix + <session_id>.<request_id> is an attempt's subject.
+	AttemptsPrefix = "ledger.attempts."
+
+	RejectedStream   = "LEDGER_REJECTED"
+	RejectedSubjects = "ledger.rejected.>"
+	// RejectedPrefix + the refused event's subject tokens is a
+	// rejection's subject.
+	RejectedPrefix = "ledger.rejected."
+)
+
+// The live ledger's buckets.
+const (
+	RequestsBucket = "ledger_requests"
+	SessionsBucket = "ledger_sessions"
+	// StateBucket holds the aggregator's own state: CheckpointKey,
+	// LeaseKey, YieldKey and RebuildKey.
+	StateBucket = "ledger_state"
+)
+
+// A rebuild's scratch ledger, which it projects the stream into before it
+// switches the live ledger over.
+const (
+	RebuildRequestsBucket = "ledger_rebuild_requests"
+	RebuildSessionsBucket = "ledger_rebuild_sessions"
+	RebuildStateBucket    = "ledger_rebuild_state"
+	RebuildRejectedStream = "LEDGER_REBUILD_REJECTED"
+	RebuildRejectedPrefix = "ledger.rebuild.rejected."
+)
+
+// Keys the ledger reserves.
+const (
+	// CheckpointKey (in a state bucket): the last event applied, the
+	// lease term and rules that applied it, and a rebuild's switch.
+	CheckpointKey = "checkpoint"
+	// LeaseKey: the aggregator's lease; YieldKey: a request that its
+	// holder hand it over; RebuildKey: the claim of the one rebuild.
+	LeaseKey   = "lease"
+	YieldKey   = "yield"
+	RebuildKey = "rebuild"
+	// FenceKey (in each record bucket): the delete marker a lease term
+	// begins with; no request or session ID can be it (IDs have no '.').
+	FenceKey = "ledger.fence"
+)
+
+// Verify's scratch buckets: VerifyScratchPrefix + <ULID>_<use>, each with
+// VerifyHeartbeatKey, which its verify rewrites while it runs.
+const (
+	VerifyScratchPrefix = "ledger_verify_"
+	VerifyHeartbeatKey  = "verify.alive"
+)
+
+// GatewayAttemptsBucket holds, per request ID a client named, the next
+// attempt number no gateway replica has used.
+const GatewayAttemptsBucket = "ledger_gateway_attempts"
+
+// UpstreamsBucket holds the fleet's shared guards; a key is
+// <kind>.<encoded upstream> (or process.<process>), kind one of these.
+const (
+	UpstreamsBucket = "ledger_upstreams"
+
+	UpstreamBreaker  = "breaker"
+	UpstreamLimits   = "limits"
+	UpstreamHold     = "hold"
+	UpstreamCapacity = "capacity"
+	UpstreamBudget   = "budget"
+	UpstreamProcess  = "process"
+)
