@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,13 +62,21 @@ func TestOptionsAreValidated(t *testing.T) {
 			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithBreaker(ledger.BreakerConfig{Cooldown: -1}))
 			return err
 		}(),
+		"WithFleetLimits": func() error {
+			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithFleetLimits(nil, ledger.FleetConfig{}))
+			return err
+		}(),
+		"WithFleetLimits ": func() error { // Wait
+			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithFleetLimits(&ledger.Conn{}, ledger.FleetConfig{Wait: -1}))
+			return err
+		}(),
 		"WithCreateStream": func() error {
 			_, err := ledger.NewPublisher(ctx, nil, ledger.WithCreateStream(ledger.StreamConfig{Replicas: 9}))
 			return err
 		}(),
 	} {
 		assert.ErrorIs(t, err, ledger.ErrInvalidOption, name)
-		assert.ErrorContains(t, err, name)
+		assert.ErrorContains(t, err, strings.TrimSpace(name))
 	}
 }
 

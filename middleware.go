@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/agentledger/ledger/internal/breaker"
@@ -120,6 +121,12 @@ const (
 	StopCanceled     StopReason = "canceled"
 	StopCircuitOpen  StopReason = "circuit_open"
 	StopPanicked     StopReason = "panicked"
+	// StopRateLimit: the wait for rate-limit capacity would pass the
+	// call's deadline (WithFleetLimits).
+	StopRateLimit StopReason = "rate_limit"
+	// StopBudget: the attempt failed and the upstream's retry budget was
+	// spent (WithFleetLimits).
+	StopBudget StopReason = "retry_budget"
 )
 
 // CallError is the error Do returns for a call that ended without
@@ -181,7 +188,9 @@ type MiddlewareStats struct {
 // upstream, and a publisher of their attempt events. Create it with
 // NewMiddleware; it is safe for concurrent use and starts no goroutines.
 type Middleware struct {
-	mw *retry.Middleware
+	mw         *retry.Middleware
+	closeFleet func()
+	closeOnce  sync.Once
 }
 
 // MiddlewareOption configures NewMiddleware.
@@ -192,6 +201,7 @@ type middlewareOptions struct {
 	classifiers classifierChain
 	breaker     breaker.Config
 	log         *slog.Logger
+	fleet       *fleetOption
 }
 
 // WithPolicy sets the retry policy (default DefaultPolicy).
@@ -281,20 +291,38 @@ func NewMiddleware(pub *Publisher, opts ...MiddlewareOption) (*Middleware, error
 			return nil, err
 		}
 	}
-	group, err := breaker.NewGroup(o.breaker)
-	if err != nil {
-		return nil, invalid("WithBreaker", "%v", err)
-	}
-	ro := retry.Options{Policy: retry.Policy(o.policy), Sink: pub.p, Breakers: group, Logger: o.log}
+	ro := retry.Options{Policy: retry.Policy(o.policy), Sink: pub.p, Logger: o.log}
 	if len(o.classifiers) > 0 {
 		ro.Classifier = o.classifiers
 	}
+	m := &Middleware{closeFleet: func() {}}
+	if o.fleet != nil {
+		gs, closeFleet, err := o.fleet.guards(o.breaker)
+		if err != nil {
+			return nil, err
+		}
+		ro.Guards, m.closeFleet = gs, closeFleet
+	} else {
+		group, err := breaker.NewGroup(o.breaker)
+		if err != nil {
+			return nil, invalid("WithBreaker", "%v", err)
+		}
+		ro.Breakers = group
+	}
 	mw, err := retry.New(ro)
 	if err != nil {
+		m.closeFleet()
 		return nil, invalid("NewMiddleware", "%v", err)
 	}
-	return &Middleware{mw: mw}, nil
+	m.mw = mw
+	return m, nil
 }
+
+// Close releases what the middleware holds: with WithFleetLimits, its
+// part in the fleet's shared state (the watcher and the heartbeat). Calls
+// made after Close decide with this process's state alone. It is safe to
+// call more than once; without WithFleetLimits it does nothing.
+func (m *Middleware) Close() { m.closeOnce.Do(m.closeFleet) }
 
 // Stats returns a snapshot of the middleware's counters.
 func (m *Middleware) Stats() MiddlewareStats { return MiddlewareStats(m.mw.Stats()) }
