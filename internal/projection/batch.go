@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,32 +131,13 @@ func fetch(m jetstream.Msg) fetched {
 }
 
 // prepare reads, applies and encodes a batch on top of the in-flight one
-// (nil when the batch holds nothing new).
+// (nil when the batch holds nothing new): split the messages, load the
+// records they touch, fold the events in, encode what changed.
 func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
-	var (
-		items   []accepted
-		rejects []rejection
-		q       uint64
-	)
-	for i := range msgs {
-		m := &msgs[i]
-		if m.metaErr != nil {
-			return nil, fmt.Errorf("projection: message without JetStream metadata: %w", m.metaErr)
-		}
-		if m.seq <= b.prepared {
-			continue // delivered again; already applied
-		}
-		q = m.seq
-		if m.err != nil {
-			rejects = append(rejects, rejectionOf(m))
-			continue
-		}
-		items = append(items, accepted{seq: m.seq, ev: m.ev})
+	items, rejects, q, err := b.split(msgs)
+	if err != nil || q == 0 {
+		return nil, err
 	}
-	if q == 0 {
-		return nil, nil
-	}
-
 	reqs, reqOrder, err := b.loadRequests(ctx, items)
 	if err != nil {
 		return nil, err
@@ -167,68 +149,112 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 	if err := b.fault(FaultAfterLoad); err != nil {
 		return nil, err
 	}
-	for i := range items {
-		it := &items[i]
-		w := reqs[it.ev.RequestID]
-		ok, changed := Fold(w.rec, it.ev, b.agg.cfg.Apply)
-		if !ok {
-			// The body was dropped when the event was accepted; the
-			// contract records it byte for byte, so it is read back.
-			m, err := b.res.stream.GetMsg(ctx, it.seq)
-			if err != nil {
-				return nil, fmt.Errorf("projection: reading the body of conflicting event %d: %w", it.seq, err)
-			}
-			rejects = append(rejects, rejection{
-				seq: it.seq, reason: events.ReasonSessionConflict,
-				detail:  fmt.Sprintf("request %q is already recorded under session %q; this event names session %q", it.ev.RequestID, w.rec.SessionID, it.ev.SessionID),
-				subject: events.Subject(it.ev.SessionID, it.ev.RequestID),
-				data:    m.Data,
-			})
-			continue
-		}
-		if changed {
-			w.changed = true
-		}
+	if rejects, err = b.fold(ctx, items, reqs, rejects); err != nil {
+		return nil, err
 	}
-
 	j := &job{q: q, events: len(items), rejects: rejects, reqs: reqs, sess: sess}
 	// Records are encoded into shared chunks (they stay referenced by the
 	// puts until acknowledged).
 	var buf chunks
-	j.reqPuts = make([]put, 0, len(reqOrder))
-	for _, key := range reqOrder {
-		w := reqs[key]
+	if err := j.encodeRequests(reqOrder, &buf); err != nil {
+		return nil, err
+	}
+	j.encodeSessions(sesOrder, &buf, b.agg.log)
+	b.prepared = q
+	return j, nil
+}
+
+// split sorts a batch's new messages (those past the last prepared one)
+// into accepted events and rejections, and returns the last sequence of
+// the batch (0: nothing new).
+func (b *batcher) split(msgs []fetched) (items []accepted, rejects []rejection, q uint64, err error) {
+	for i := range msgs {
+		m := &msgs[i]
+		if m.metaErr != nil {
+			return nil, nil, 0, fmt.Errorf("projection: message without JetStream metadata: %w", m.metaErr)
+		}
+		if m.seq <= b.prepared {
+			continue // delivered again; already applied
+		}
+		q = m.seq
+		if m.err != nil {
+			rejects = append(rejects, rejectionOf(m))
+			continue
+		}
+		items = append(items, accepted{seq: m.seq, ev: m.ev})
+	}
+	return items, rejects, q, nil
+}
+
+// fold folds the accepted events into their requests' records (Fold),
+// adding a session_conflict rejection for each event Fold refuses.
+func (b *batcher) fold(ctx context.Context, items []accepted, reqs map[string]*reqWork, rejects []rejection) ([]rejection, error) {
+	for i := range items {
+		it := &items[i]
+		w := reqs[it.ev.RequestID]
+		ok, changed := Fold(w.rec, it.ev, b.agg.cfg.Apply)
+		if ok {
+			w.changed = w.changed || changed
+			continue
+		}
+		// The body was dropped when the event was accepted; the contract
+		// records it byte for byte, so it is read back.
+		m, err := b.res.stream.GetMsg(ctx, it.seq)
+		if err != nil {
+			return nil, fmt.Errorf("projection: reading the body of conflicting event %d: %w", it.seq, err)
+		}
+		rejects = append(rejects, rejection{
+			seq: it.seq, reason: events.ReasonSessionConflict,
+			detail:  fmt.Sprintf("request %q is already recorded under session %q; this event names session %q", it.ev.RequestID, w.rec.SessionID, it.ev.SessionID),
+			subject: events.Subject(it.ev.SessionID, it.ev.RequestID),
+			data:    m.Data,
+		})
+	}
+	return rejects, nil
+}
+
+// encodeRequests encodes the request records the batch changed (or whose
+// held contribution differs from the current one) and adds each change of
+// contribution to its session's delta.
+func (j *job) encodeRequests(order []string, buf *chunks) error {
+	j.reqPuts = make([]put, 0, len(order))
+	for _, key := range order {
+		w := j.reqs[key]
 		now := w.rec.Contribution()
 		if !w.changed && now == w.held {
 			continue
 		}
-		s := sess[w.rec.SessionID]
-		if w.changed && s.rec.Seq >= q {
-			return nil, fmt.Errorf("%w: session %q absorbed batch %d but request %q gains events from batch %d", ErrInvariant, s.rec.SessionID, s.rec.Seq, key, q)
+		s := j.sess[w.rec.SessionID]
+		if w.changed && s.rec.Seq >= j.q {
+			return fmt.Errorf("%w: session %q absorbed batch %d but request %q gains events from batch %d", ErrInvariant, s.rec.SessionID, s.rec.Seq, key, j.q)
 		}
-		w.rec.Seq = q
+		w.rec.Seq = j.q
 		w.rec.Held = w.held
 		s.delta = s.delta.Add(now.Sub(w.held))
 		s.dirty = true
 		j.reqPuts = append(j.reqPuts, put{key: key, value: buf.add(w.rec.appendJSON)})
 		j.reqWritten = append(j.reqWritten, w)
 	}
-	for _, key := range sesOrder {
-		s := sess[key]
+	return nil
+}
+
+// encodeSessions encodes the session records whose totals the batch
+// changed.
+func (j *job) encodeSessions(order []string, buf *chunks, log *slog.Logger) {
+	for _, key := range order {
+		s := j.sess[key]
 		if !s.dirty || s.delta == (Totals{}) {
 			continue
 		}
 		was := s.rec.Saturated
 		s.rec.Totals = s.rec.Totals.Add(s.delta)
 		if s.rec.Saturated && !was {
-			b.agg.log.Warn("aggregator: a session's sums passed 2^63-1 and stay there (saturated)", "session", key, "seq", q)
+			log.Warn("aggregator: a session's sums passed 2^63-1 and stay there (saturated)", "session", key, "seq", j.q)
 		}
-		s.rec.Seq = max(s.rec.Seq, q)
+		s.rec.Seq = max(s.rec.Seq, j.q)
 		j.sesPuts = append(j.sesPuts, put{key: key, value: buf.add(s.rec.appendJSON)})
 		j.sesWritten = append(j.sesWritten, s)
 	}
-	b.prepared = q
-	return j, nil
 }
 
 // chunks hands out encoded records from 64 KiB chunks: one allocation per
