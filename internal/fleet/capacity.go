@@ -110,41 +110,10 @@ func (u *upstream) Reserve(now time.Time, cost guard.Cost) (time.Duration, *guar
 	seen, est := u.seen, u.est
 	u.mu.Unlock()
 
-	var (
-		wait    time.Duration
-		waitDim guard.Dim
-		grant   guard.Cost
-	)
+	t := &chunkTake{lim: lim, need: need, extra: extra, burst: burst, now: now, seen: &seen, est: est, by: u.f.opts.Process}
 	ctx, cancel := u.f.withWait()
 	defer cancel()
-	_, _, err := cas(ctx, u.f, key(names.UpstreamCapacity, u.name), &u.cap, &u.mu, (*capacityRecord).valid,
-		func(cur capacityRecord, exists bool) (capacityRecord, bool, error) {
-			next := refill(cur, exists, lim, burst, now, &seen)
-			wait, grant = 0, guard.Cost{}
-			for d := range guard.NumDims {
-				if lim[d] <= 0 {
-					continue
-				}
-				b := tokenbucket.Bucket{Level: next.Levels[d], At: next.At}
-				if w := b.Wait(tokenbucket.Limit{PerMinute: float64(lim[d]), Burst: burst}, need[d]); w > wait {
-					wait, waitDim = w, d
-				}
-			}
-			if wait > 0 {
-				return cur, false, nil
-			}
-			for d := range guard.NumDims {
-				if lim[d] > 0 {
-					grant[d] = need[d] + min(max(next.Levels[d]-need[d], 0), extra[d])
-					next.Levels[d] -= grant[d]
-				}
-			}
-			if est.Known() {
-				next.Est = dimsOf[float64](est.Cost())
-			}
-			next.By = u.f.opts.Process
-			return next, true, nil
-		})
+	_, _, err := cas(ctx, u.f, key(names.UpstreamCapacity, u.name), &u.cap, &u.mu, (*capacityRecord).valid, t.apply)
 	if errors.Is(err, errContended) {
 		// Others keep taking capacity: try again shortly.
 		return contendedWait, &guard.LimitError{Upstream: u.name, Fleet: true, Dim: guard.Requests, PerMinute: lim[guard.Requests]}, nil
@@ -152,9 +121,10 @@ func (u *upstream) Reserve(now time.Time, cost guard.Cost) (time.Duration, *guar
 	if err != nil {
 		return 0, nil, u.f.failed("taking capacity of "+u.name, err)
 	}
-	if wait > 0 {
-		return wait, &guard.LimitError{Upstream: u.name, Fleet: true, Dim: waitDim, PerMinute: lim[waitDim]}, nil
+	if t.wait > 0 {
+		return t.wait, &guard.LimitError{Upstream: u.name, Fleet: true, Dim: t.waitDim, PerMinute: lim[t.waitDim]}, nil
 	}
+	grant := t.grant
 	u.mu.Lock()
 	for d := range guard.NumDims {
 		u.allow.have[d] += grant[d]
@@ -163,6 +133,53 @@ func (u *upstream) Reserve(now time.Time, cost guard.Cost) (time.Duration, *guar
 	u.allow.take(cost)
 	u.mu.Unlock()
 	return 0, nil, nil
+}
+
+// chunkTake is one compare-and-set on an upstream's capacity record: the
+// fleet's buckets, refilled to now, give need at once and up to extra
+// more (the chunk), or say how long until need fits.
+type chunkTake struct {
+	lim         guard.Limits
+	need, extra guard.Cost
+	burst       time.Duration
+	now         time.Time
+	seen        *remainingSeen
+	est         guard.Estimate
+	by          string
+	// The outcome of the last apply.
+	wait    time.Duration
+	waitDim guard.Dim
+	grant   guard.Cost
+}
+
+// apply is the compare-and-set's update of cur; it writes nothing when
+// need does not fit (t.wait says how long until it does).
+func (t *chunkTake) apply(cur capacityRecord, exists bool) (capacityRecord, bool, error) {
+	next := refill(cur, exists, t.lim, t.burst, t.now, t.seen)
+	t.wait, t.grant = 0, guard.Cost{}
+	for d := range guard.NumDims {
+		if t.lim[d] <= 0 {
+			continue
+		}
+		b := tokenbucket.Bucket{Level: next.Levels[d], At: next.At}
+		if w := b.Wait(tokenbucket.Limit{PerMinute: float64(t.lim[d]), Burst: t.burst}, t.need[d]); w > t.wait {
+			t.wait, t.waitDim = w, d
+		}
+	}
+	if t.wait > 0 {
+		return cur, false, nil
+	}
+	for d := range guard.NumDims {
+		if t.lim[d] > 0 {
+			t.grant[d] = t.need[d] + min(max(next.Levels[d]-t.need[d], 0), t.extra[d])
+			next.Levels[d] -= t.grant[d]
+		}
+	}
+	if t.est.Known() {
+		next.Est = dimsOf[float64](t.est.Cost())
+	}
+	next.By = t.by
+	return next, true, nil
 }
 
 // remainingSeen is what the provider last said remained of each
