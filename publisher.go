@@ -203,24 +203,11 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream, opts ...Publisher
 // prepareStream makes sure the stream exists, creating it when asked and
 // warning about settings that differ from those asked for.
 func prepareStream(ctx context.Context, js jetstream.JetStream, o publisherOptions) error {
-	if o.create == nil {
-		_, err := js.Stream(ctx, Stream)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("%w: start the aggregator first, or create it with WithCreateStream", ErrNoStream)
-		}
-		if err != nil {
-			return fmt.Errorf("ledger: looking up stream %s: %w", Stream, err)
-		}
-		return nil
-	}
-	diffs, err := topology.Check(ctx, js, *o.create)
-	if err != nil {
-		return err
-	}
-	for _, d := range diffs {
-		o.log.Warn("ledger: "+d.String(), "resource", d.Resource, "setting", d.Setting, "want", d.Want, "have", d.Have, "fix", d.Fix)
-	}
-	if _, err := topology.EnsureAttempts(ctx, js, *o.create); err != nil {
+	err := topology.PrepareAttempts(ctx, js, o.create, o.log)
+	switch {
+	case errors.Is(err, topology.ErrNoAttempts):
+		return fmt.Errorf("%w: start the aggregator first, or create it with WithCreateStream", ErrNoStream)
+	case err != nil:
 		return fmt.Errorf("ledger: %w", err)
 	}
 	return nil

@@ -246,9 +246,7 @@ func warnTopology(ctx context.Context, conn *connect.Conn, want topology.Config,
 	if err != nil {
 		log.Warn("could not compare the existing streams and buckets with the settings asked for", "err", err)
 	}
-	for _, d := range diffs {
-		log.Warn(d.String(), "resource", d.Resource, "setting", d.Setting, "want", d.Want, "have", d.Have, "fix", d.Fix)
-	}
+	topology.Warn(log, diffs)
 }
 
 func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

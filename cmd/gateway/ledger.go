@@ -15,7 +15,6 @@ import (
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/fleet"
 	"github.com/agentledger/ledger/internal/guard"
-	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -46,7 +45,14 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := checkStream(sctx, conn.JS, f, logger); err != nil {
+	var create *topology.Config
+	if f.create {
+		create = &f.topo
+	}
+	if err := topology.PrepareAttempts(sctx, conn.JS, create, logger); err != nil {
+		if errors.Is(err, topology.ErrNoAttempts) {
+			err = fmt.Errorf("%w: start the aggregator first, or pass --create-stream", err)
+		}
 		return fail(err)
 	}
 	kv, err := topology.EnsureGatewayAttempts(sctx, conn.JS, f.topo, f.attemptsTTL)
@@ -79,27 +85,6 @@ func guardConfig(f *flags) guard.Config {
 		RateLimits: true,
 		Budget:     guard.Budget{On: true},
 	}
-}
-
-// checkStream checks that LEDGER_ATTEMPTS exists; with --create-stream it
-// creates it when missing and warns when the existing one differs.
-func checkStream(ctx context.Context, js jetstream.JetStream, f *flags, logger *slog.Logger) error {
-	if !f.create {
-		_, err := js.Stream(ctx, names.AttemptsStream)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("stream %s does not exist: start the aggregator first, or pass --create-stream", names.AttemptsStream)
-		}
-		return err
-	}
-	diffs, err := topology.Check(ctx, js, f.topo)
-	if err != nil {
-		return err
-	}
-	for _, d := range diffs {
-		logger.Warn(d.String(), "resource", d.Resource, "setting", d.Setting, "want", d.Want, "have", d.Have, "fix", d.Fix)
-	}
-	_, err = topology.EnsureAttempts(ctx, js, f.topo)
-	return err
 }
 
 // close flushes the events (within the drain timeout, even when ctx is

@@ -12,13 +12,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/cli"
 	connectpkg "github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/logflag"
-	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -94,6 +92,14 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	n.logs.Register(fs, "warn")
 }
 
+// createConfig is what --create-stream asks for; nil without it.
+func (n *natsFlags) createConfig() *topology.Config {
+	if !n.create {
+		return nil
+	}
+	return &n.topo
+}
+
 func (n *natsFlags) validate() error {
 	n.conn.FromEnv(os.Getenv)
 	if n.conn.URL == "" && n.conn.Context == "" {
@@ -130,7 +136,10 @@ func connect(ctx context.Context, n natsFlags, logger *slog.Logger) (*session, e
 	}
 	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := prepareStream(ectx, conn.JS, n, logger); err != nil {
+	if err := topology.PrepareAttempts(ectx, conn.JS, n.createConfig(), logger); err != nil {
+		if errors.Is(err, topology.ErrNoAttempts) {
+			err = fmt.Errorf("%w: start the aggregator first, or pass --create-stream", err)
+		}
 		conn.Close()
 		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
@@ -144,28 +153,6 @@ func connect(ctx context.Context, n natsFlags, logger *slog.Logger) (*session, e
 		return nil, err
 	}
 	return &session{conn: conn, pub: pub, drain: n.drainTimeout}, nil
-}
-
-// prepareStream checks that LEDGER_ATTEMPTS exists; with --create-stream
-// it creates it when missing, and warns when the existing one differs
-// from what was asked.
-func prepareStream(ctx context.Context, js jetstream.JetStream, n natsFlags, logger *slog.Logger) error {
-	if !n.create {
-		_, err := js.Stream(ctx, names.AttemptsStream)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("stream %s does not exist: start the aggregator first, or pass --create-stream", names.AttemptsStream)
-		}
-		return err
-	}
-	diffs, err := topology.Check(ctx, js, n.topo)
-	if err != nil {
-		return err
-	}
-	for _, d := range diffs {
-		logger.Warn(d.String(), "resource", d.Resource, "setting", d.Setting, "want", d.Want, "have", d.Have, "fix", d.Fix)
-	}
-	_, err = topology.EnsureAttempts(ctx, js, n.topo)
-	return err
 }
 
 // close drains the publisher (even when ctx is done: what was enqueued is
