@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/connect"
@@ -126,10 +124,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 // validate checks what the gateway's packages would refuse later, naming
 // the flag.
 func (f *flags) validate() error {
-	f.conn.FromEnv(os.Getenv)
-	if f.conn.URL == "" && f.conn.Context == "" {
-		f.conn.URL = nats.DefaultURL
-	}
+	f.conn.ResolveServer(os.Getenv)
 	if _, err := f.logs.New(io.Discard); err != nil {
 		return cli.Usagef("%v", err)
 	}

@@ -11,8 +11,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/agentledger/ledger/internal/cli"
 	connectpkg "github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/emit"
@@ -101,10 +99,7 @@ func (n *natsFlags) createConfig() *topology.Config {
 }
 
 func (n *natsFlags) validate() error {
-	n.conn.FromEnv(os.Getenv)
-	if n.conn.URL == "" && n.conn.Context == "" {
-		n.conn.URL = nats.DefaultURL
-	}
+	n.conn.ResolveServer(os.Getenv)
 	if n.drainTimeout <= 0 {
 		return cli.Usagef("--drain-timeout: %s must be positive", n.drainTimeout)
 	}

@@ -1,5 +1,7 @@
 package connect
 
+import "github.com/nats-io/nats.go"
+
 // The environment variables of the nats CLI that this package reads.
 const (
 	EnvURL     = "NATS_URL"
@@ -25,5 +27,20 @@ func (o *Options) FromEnv(getenv func(string) string) {
 		if *f.dst == "" {
 			*f.dst = getenv(f.env)
 		}
+	}
+}
+
+// DefaultURL is the server a command that names none connects to: the
+// nats CLI's default.
+const DefaultURL = nats.DefaultURL
+
+// ResolveServer fills o from the environment (FromEnv) and, when neither
+// a URL nor a context names a server, selects DefaultURL. Commands that
+// have no embedded server of their own (the publisher, the gateway) call
+// it before Open.
+func (o *Options) ResolveServer(getenv func(string) string) {
+	o.FromEnv(getenv)
+	if o.URL == "" && o.Context == "" {
+		o.URL = DefaultURL
 	}
 }
