@@ -52,6 +52,7 @@ func parseSimulate(args []string, stderr io.Writer) (*simulateFlags, error) {
 	registerFaultFlags(fs, &f.cfg.Mix, def)
 	fs.IntVar(&f.cfg.Policy.MaxRetries, "max-retries", f.cfg.Policy.MaxRetries, "retries after the first attempt")
 	fs.DurationVar(&f.cfg.Policy.AttemptTimeout, "attempt-timeout", f.cfg.Policy.AttemptTimeout, "timeout of each attempt (ends a stalled stream)")
+	fs.DurationVar(&f.cfg.Policy.HintCap, "hint-cap", f.cfg.Policy.HintCap, "longest retry-after honoured, and longest wait for rate-limit capacity; a longer one ends the call")
 	fs.DurationVar(&f.cfg.Think, "think", 0, "how long each agent waits after a call before the next (its demand); 0: none")
 	fs.StringVar(&f.truthFile, "truth", "", "write the fake provider's ground truth as JSON to this `file`")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
@@ -111,7 +112,7 @@ func flagName(err error) string {
 	names := map[string]string{
 		"Agents": "--agents", "Sessions": "--sessions", "CallsPerSession": "--calls", "RunID": "--run-id",
 		"Mix":    "fault mix (--rate-limit, --overload, --server-error, --billed-timeout, --bad-request)",
-		"Policy": "--max-retries / --attempt-timeout",
+		"Policy": "--max-retries / --attempt-timeout / --hint-cap",
 		"Think":  "--think",
 	}
 	name, ok := names[ce.Field]
