@@ -105,10 +105,10 @@ func TestEvaluate(t *testing.T) {
 }
 
 func TestEvaluateFleet(t *testing.T) {
-	run := func(scenario, limits string, rateLimited, outage int64, wall float64, input int64) fleetRun {
+	run := func(scenario, limits string, rateLimited, outage int64, wall float64, failed int64) fleetRun {
 		r := fleetRun{Scenario: scenario, Limits: limits}
 		r.Summary.RateLimited, r.Summary.OutageAttempts, r.Summary.WallSeconds = rateLimited, outage, wall
-		r.Summary.Fleet.Usage.InputTokens = input
+		r.Summary.Fleet.CallsFailed = failed
 		return r
 	}
 	tests := []struct {
@@ -116,11 +116,13 @@ func TestEvaluateFleet(t *testing.T) {
 		runs []fleetRun
 		want []bool // 429s, time, outage
 	}{
-		{"met", []fleetRun{run("tier", "off", 300, 0, 3, 120_000), run("tier", "on", 30, 0, 10, 370_000),
+		{"met", []fleetRun{run("tier", "off", 300, 0, 3, 160), run("tier", "none", 2000, 0, 10, 0), run("tier", "on", 30, 0, 10.9, 0),
 			run("outage", "off", 0, 70, 8, 0), run("outage", "on", 0, 9, 8, 0)}, []bool{true, true, true}},
-		{"missed", []fleetRun{run("tier", "off", 300, 0, 3, 120_000), run("tier", "on", 31, 0, 10, 300_000),
+		{"missed", []fleetRun{run("tier", "off", 300, 0, 3, 160), run("tier", "none", 2000, 0, 10, 0), run("tier", "on", 31, 0, 11.1, 0),
 			run("outage", "off", 0, 70, 8, 0), run("outage", "on", 0, 10, 8, 0)}, []bool{false, false, false}},
-		{"no 429s off", []fleetRun{run("tier", "off", 0, 0, 3, 100_000), run("tier", "on", 0, 0, 3, 100_000)}, []bool{true, true}},
+		{"none did not do every call", []fleetRun{run("tier", "off", 300, 0, 3, 160), run("tier", "none", 2000, 0, 8, 30), run("tier", "on", 0, 0, 8.1, 0)},
+			[]bool{true, false}},
+		{"no 429s off", []fleetRun{run("tier", "off", 0, 0, 3, 0), run("tier", "on", 0, 0, 3, 0)}, []bool{true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
