@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -232,10 +233,14 @@ func TestReplicasShareTheBreaker(t *testing.T) {
 	for range 2 {
 		assert.Equal(t, 529, call(a).StatusCode, "the provider's own answer")
 	}
+	var refused *http.Response
 	require.Eventually(t, func() bool {
-		resp := call(b)
-		return resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != ""
+		refused = call(b)
+		return refused.StatusCode == http.StatusServiceUnavailable
 	}, 10*time.Second, 10*time.Millisecond, "replica b refuses once a's failures opened the shared breaker")
+	wait, err := strconv.Atoi(refused.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	assert.Greater(t, wait, 50, "retry-after is the shared breaker's cooldown (1m), not a default")
 	mu.Lock()
 	sent := calls
 	mu.Unlock()

@@ -164,6 +164,17 @@ type OpenError struct {
 	By, Reason string
 }
 
+// As lets errors.As find the fleet's rejection as a *breaker.OpenError,
+// the process breaker's, so that callers read one type whichever breaker
+// refused (the gateway's retry-after, for one).
+func (e *OpenError) As(target any) bool {
+	t, ok := target.(**breaker.OpenError)
+	if ok {
+		*t = &breaker.OpenError{Key: e.Upstream, Until: e.Until, State: e.State}
+	}
+	return ok
+}
+
 func (e *OpenError) Error() string {
 	if e.State == breaker.HalfOpen {
 		return "fleet breaker of " + e.Upstream + ": " + breaker.ErrCircuitOpen.Error() + " (half-open: the fleet's probe is in flight at " + e.Probe + ")"

@@ -49,7 +49,10 @@
 // first byte reaches the client are retried under the policy. After the
 // last attempt the client gets the provider's own status, headers and
 // body. A call the breaker refuses is answered 503 with retry-after (and
-// retry-after-ms) set to when the breaker will admit a probe. Errors the
+// retry-after-ms) set to when the breaker will admit a probe; one the
+// upstream's rate limits cannot admit in time (the fleet's hold after a
+// 429, or a wait past the hint cap) is answered 429 with retry-after, as
+// the provider would. Errors the
 // gateway makes itself (breaker open, upstream unreachable or silent,
 // bodies over the limits) are in the provider's error format and carry
 // X-Ledger-Gateway-Error. Clients should not retry on their own

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/guard"
 )
 
 // A retryable failure is retried; the client gets the successful answer,
@@ -257,6 +258,38 @@ func TestCircuitOpen(t *testing.T) {
 	assert.Equal(t, events.KindCircuitOpen, evs[1].Error.Kind)
 	assert.Equal(t, "gemini-test", evs[1].Model)
 	assert.Len(t, up.requests(), 1)
+}
+
+// A call that the upstream's rate limit cannot admit in time (here 1
+// request a minute, and a hint cap of 1 s) is answered 429 with
+// retry-after, in the provider's format, without reaching the upstream;
+// its event is a rate_limit with status 0.
+func TestRateLimitRefused(t *testing.T) {
+	up := startScripted(t, reply(200, `{"id":"msg_1","type":"message","usage":{"input_tokens":10,"output_tokens":2}}`))
+	h := newHarness(t, up.srv.URL, func(c *Config) {
+		gs, err := guard.New(guard.Config{RateLimits: true, Limits: map[string]guard.Limits{"anthropic/claude-x": {guard.Requests: 1}}})
+		require.NoError(t, err)
+		c.Retry.Guards = gs
+	})
+	var resp *http.Response
+	for range 2 {
+		if resp = h.post("/v1/messages", `{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, "X-Api-Key", "k"); resp.StatusCode == 429 {
+			break
+		}
+	}
+	require.Equal(t, 429, resp.StatusCode)
+	assert.Equal(t, "rate_limited", resp.Header.Get(HeaderGatewayError))
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+	body, _ := read(resp)
+	assert.Contains(t, body, `"rate_limit_error"`)
+	assert.Contains(t, body, "requests")
+	evs := h.events()
+	last := evs[len(evs)-1]
+	require.NotNil(t, last.Error)
+	assert.Equal(t, events.KindRateLimit, last.Error.Kind)
+	assert.Zero(t, last.Error.Status, "no attempt reached the provider")
+	assert.True(t, last.Final)
+	assert.Len(t, up.requests(), len(evs)-1, "only the admitted call reached the upstream")
 }
 
 // A hanging upstream is ended by the attempt timeout and retried; after

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/breaker"
+	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -38,6 +39,8 @@ func (c *call) respond(err error) {
 		// The client went away: no one to answer.
 	case ce != nil && ce.Reason == retry.StopCircuitOpen:
 		c.circuitOpen(ce)
+	case ce != nil && ce.Reason == retry.StopRateLimit:
+		c.rateLimited(ce)
 	case ae != nil && ae.relay != nil:
 		c.writeUpstream(ae.relay)
 	case ae != nil && errors.Is(ae.cause, errResponseTooLarge):
@@ -76,6 +79,23 @@ func (c *call) circuitOpen(ce *retry.CallError) {
 		"the gateway's circuit breaker for "+c.rt.api.provider()+" "+c.info.model+" is open after repeated failures; retry after "+wait.Round(time.Millisecond).String(), wait)
 }
 
+// rateLimited answers a call that the upstream's rate limits refused
+// before any attempt (the wait for capacity, or the fleet's hold after a
+// 429, would pass the call's deadline or the hint cap): 429 with
+// retry-after, as the provider itself would answer.
+func (c *call) rateLimited(ce *retry.CallError) {
+	wait := time.Second
+	msg := "the gateway's rate limit for " + c.rt.api.provider() + " " + c.info.model + " has no capacity in time"
+	var le *guard.LimitError
+	if errors.As(ce, &le) {
+		msg += ": " + le.Error()
+		if le.Hold && le.Until.After(c.g.cfg.Now()) {
+			wait = le.Until.Sub(c.g.cfg.Now())
+		}
+	}
+	c.gatewayError(http.StatusTooManyRequests, "rate_limited", msg, wait)
+}
+
 // gatewayError answers with an error the gateway made itself, in the
 // provider's own error format, marked with HeaderGatewayError. A
 // positive retryAfter is sent as retry-after (whole seconds, rounded up)
@@ -109,19 +129,24 @@ func errorBody(provider string, status int, msg string) any {
 			typ = "timeout_error"
 		case status == http.StatusRequestEntityTooLarge:
 			typ = "request_too_large"
+		case status == http.StatusTooManyRequests:
+			typ = "rate_limit_error"
 		case status < 500:
 			typ = "invalid_request_error"
 		}
 		return map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
 	case Gemini:
-		rpc := map[int]string{400: "INVALID_ARGUMENT", 409: "ABORTED", 413: "INVALID_ARGUMENT", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}[status]
+		rpc := map[int]string{400: "INVALID_ARGUMENT", 409: "ABORTED", 413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}[status]
 		if rpc == "" {
 			rpc = "INTERNAL"
 		}
 		return map[string]any{"error": map[string]any{"code": status, "message": msg, "status": rpc}}
 	}
 	typ := "server_error"
-	if status < 500 {
+	switch {
+	case status == http.StatusTooManyRequests:
+		typ = "rate_limit_exceeded"
+	case status < 500:
 		typ = "invalid_request_error"
 	}
 	return map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}}
