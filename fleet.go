@@ -69,7 +69,7 @@ func WithFleetLimits(conn *Conn, c FleetConfig) MiddlewareOption {
 func (f *fleetOption) guards(b breaker.Config) (*guard.Set, func(), error) {
 	gs, closeFleet, err := fleet.Guards(context.Background(), f.conn.c.NC, f.conn.c.JS, true,
 		fleet.Options{Process: f.cfg.Process, Wait: f.cfg.Wait, Logger: f.cfg.Logger},
-		guard.Config{Breaker: b, RateLimits: true, Budget: guard.Budget{On: true}})
+		guard.Standard(b))
 	if err != nil {
 		return nil, nil, fmt.Errorf("ledger: WithFleetLimits: %w", err)
 	}

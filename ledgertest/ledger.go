@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentledger/ledger"
 	"github.com/agentledger/ledger/internal/embedded"
+	internaltest "github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -70,30 +71,9 @@ func Start(t testing.TB, opts ...Option) *Ledger {
 	}
 	l := &Ledger{srv: srv, js: js}
 	if o.aggregator {
-		l.runAggregator(t)
+		internaltest.RunAggregator(t, l.js, projection.Config{LeaseTTL: time.Second})
 	}
 	return l
-}
-
-// runAggregator runs an aggregator until the test's cleanup.
-func (l *Ledger) runAggregator(t testing.TB) {
-	t.Helper()
-	agg, err := projection.New(projection.Config{JS: l.js, LeaseTTL: time.Second})
-	if err != nil {
-		t.Fatalf("ledgertest: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- agg.Run(ctx) }()
-	var once sync.Once
-	t.Cleanup(func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("ledgertest: the aggregator stopped with %v", err)
-			}
-		})
-	})
 }
 
 // URL is the server's client URL, for ledger.WithURL or the commands'

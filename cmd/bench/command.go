@@ -8,15 +8,26 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
 
-// buildAggregator builds cmd/aggregator into dir, from the module this
-// harness runs in, and returns the binary's path.
-func buildAggregator(ctx context.Context, dir string) (string, error) {
-	return buildGo(ctx, dir, "aggregator")
+// buildGo builds ./cmd/name of the module this harness runs in into dir.
+func buildGo(ctx context.Context, dir, name string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("locating the module: %w", err)
+	}
+	bin := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name)
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building cmd/%s: %w: %s", name, err, msg)
+	}
+	return bin, nil
 }
 
 // runVerifyCommand runs `aggregator verify` as it ships (its own memory
@@ -91,7 +102,7 @@ func aggregatorBinary(ctx context.Context, cfg config) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	bin, err := buildAggregator(ctx, dir)
+	bin, err := buildGo(ctx, dir, "aggregator")
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return "", nil, errors.Join(err, errors.New("pass --aggregator to use a built one"))

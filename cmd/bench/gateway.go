@@ -257,21 +257,6 @@ func (g *gatewayChild) stop() error {
 	return nil
 }
 
-// buildGo builds ./cmd/name of the module this harness runs in into dir.
-func buildGo(ctx context.Context, dir, name string) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("locating the module: %w", err)
-	}
-	bin := filepath.Join(dir, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name)
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building cmd/%s: %w: %s", name, err, msg)
-	}
-	return bin, nil
-}
-
 // loadGen makes the benchmark's calls over one keep-alive transport.
 type loadGen struct {
 	client       *http.Client

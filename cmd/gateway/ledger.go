@@ -60,7 +60,7 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 		return fail(err)
 	}
 	guards, closeGuards, err := fleet.Guards(ctx, conn.NC, conn.JS, f.fleetLimits == "on",
-		fleet.Options{Wait: f.fleetWait, Topology: f.topo, Logger: logger}, guardConfig(f))
+		fleet.Options{Wait: f.fleetWait, Topology: f.topo, Logger: logger}, guard.Standard(breaker.Config{FailureThreshold: f.breakerThreshold, Cooldown: f.breakerCooldown}))
 	if err != nil {
 		return fail(err)
 	}
@@ -74,17 +74,6 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 		return fail(err)
 	}
 	return &ledgerConn{conn: conn, pub: pub, attempts: kv, guards: guards, closeGuards: closeGuards, drain: f.drainTimeout}, nil
-}
-
-// guardConfig is what guards each upstream (a provider and model): the
-// breaker of the flags, rate limits learned from the providers' headers,
-// and the retry budget (20 % of first attempts plus 10 a minute).
-func guardConfig(f *flags) guard.Config {
-	return guard.Config{
-		Breaker:    breaker.Config{FailureThreshold: f.breakerThreshold, Cooldown: f.breakerCooldown},
-		RateLimits: true,
-		Budget:     guard.Budget{On: true},
-	}
 }
 
 // close flushes the events (within the drain timeout, even when ctx is

@@ -133,14 +133,10 @@ func (ff *fleetFlags) guards(ctx context.Context, conn *connectpkg.Conn, runID s
 	if ff.limits == limitsNone {
 		return nil, func() {}, nil
 	}
-	cfg := guard.Config{
-		Breaker:    breaker.Config{FailureThreshold: ff.threshold, Cooldown: ff.cooldown},
-		RateLimits: true,
-		Budget:     guard.Budget{On: true},
-	}
 	name := runID
 	if ff.worker != "" {
 		name += "-w" + strings.ReplaceAll(ff.worker, "/", "of")
 	}
-	return fleet.Guards(ctx, conn.NC, conn.JS, ff.limits == limitsOn, fleet.Options{Process: name, Wait: ff.wait, Logger: logger}, cfg)
+	return fleet.Guards(ctx, conn.NC, conn.JS, ff.limits == limitsOn, fleet.Options{Process: name, Wait: ff.wait, Logger: logger},
+		guard.Standard(breaker.Config{FailureThreshold: ff.threshold, Cooldown: ff.cooldown}))
 }

@@ -32,7 +32,7 @@ func Guards(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, shared b
 		defer cancel()
 		if err := f.Ready(rctx); err != nil {
 			f.Close()
-			return nil, nil, fmt.Errorf("fleet: the shared state in %s was not ready within %s: %w", names.UpstreamsBucket, ReadyTimeout, err)
+			return nil, nil, fmt.Errorf("fleet: the shared state in KV bucket %s was not ready within %s (is JetStream enabled, and may this user create and watch that bucket? turning fleet limits off keeps the limits per process): %w", names.UpstreamsBucket, ReadyTimeout, err)
 		}
 		cfg.Shared, closeFleet = f, f.Close
 	}

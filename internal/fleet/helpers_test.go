@@ -153,13 +153,7 @@ func succeed() error { return nil }
 // eventually waits for cond, failing the test after a generous timeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	require.Eventually(t, cond, 20*time.Second, 2*time.Millisecond, "timed out waiting until %s", what)
 }
 
 // syncBuffer is a log destination safe for concurrent use.

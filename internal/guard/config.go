@@ -110,6 +110,14 @@ type Config struct {
 	Now func() time.Time
 }
 
+// Standard is the configuration the commands and the public packages
+// use: the breakers of b, rate limits learned from the providers'
+// rate-limit headers, and the default retry budget (20 % of first
+// attempts plus 10, over a sliding minute).
+func Standard(b breaker.Config) Config {
+	return Config{Breaker: b, RateLimits: true, Budget: Budget{On: true}}
+}
+
 // Budget configures a retry budget: a retry is allowed while the retries
 // of the last Window stay within Ratio times its first attempts plus Min.
 type Budget struct {

@@ -2,6 +2,7 @@ package providertest
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -50,4 +51,28 @@ func Check(t testing.TB, got retry.Classification, want Want) {
 	if want.MessageContains != "" {
 		assert.Contains(t, got.Message, want.MessageContains, "message")
 	}
+}
+
+// HTTPHeader is the reply's header as an http.Header.
+func (r Reply) HTTPHeader() http.Header {
+	h := http.Header{}
+	for k, v := range r.Header {
+		h.Set(k, v)
+	}
+	return h
+}
+
+// CheckWire checks that got, the wire-level classification of reply (a
+// provider's ClassifyResponse), equals want, the classification of the
+// error its SDK made of the same reply. The SDK's response also carries the
+// headers the server adds (Date, Content-Length), so of the headers only
+// the reply's own are compared.
+func CheckWire(t testing.TB, want, got retry.Classification, reply Reply) {
+	t.Helper()
+	h := reply.HTTPHeader()
+	for k := range h {
+		assert.Equal(t, h.Values(k), got.Header.Values(k), "status %d: header %s", reply.Status, k)
+	}
+	want.Header, got.Header = nil, nil
+	assert.Equal(t, want, got, "status %d %s", reply.Status, reply.Body)
 }
