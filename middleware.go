@@ -80,6 +80,12 @@ type Call struct {
 	// Upstream is the key of the call's circuit breaker; empty means
 	// Provider+"/"+Model.
 	Upstream string
+	// Account, when set, names the provider account the call is made
+	// with (a digest of its API key, say): its rate limits, the holds
+	// after its 429s and its retry budget are then kept apart from other
+	// accounts' of the same upstream, while the circuit breaker stays the
+	// upstream's, shared by all. At most 128 bytes; from a bounded set.
+	Account string
 	// FirstAttempt is the attempt number of the call's first attempt: 0
 	// for a new call. A caller that continues a request whose earlier
 	// attempts were published elsewhere passes the first number not yet

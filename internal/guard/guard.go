@@ -3,6 +3,7 @@ package guard
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,7 +59,7 @@ func (s *Set) Get(key string) *Guard {
 	if g = s.guards[key]; g != nil {
 		return g
 	}
-	g = &Guard{key: key, set: s, br: s.breakers.Get(key), configured: s.cfg.Limits[key]}
+	g = &Guard{key: key, set: s, br: s.breakers.Get(key), configured: s.cfg.limitsOf(key)}
 	if s.cfg.Budget.On {
 		g.budget = newWindow(s.cfg.Budget.Window)
 	}
@@ -76,6 +77,25 @@ func (s *Set) Get(key string) *Guard {
 	}
 	s.guards[key] = g
 	return g
+}
+
+// AccountKey is the key of an upstream's guard for one account of it:
+// upstream+"@"+account. The rate limits, holds and retry budget of a
+// call with an account (retry.Call.Account) are that guard's, apart from
+// every other account's; its breaker stays the upstream's, shared by
+// all. Limits configured for the upstream apply to each of its accounts.
+func AccountKey(upstream, account string) string { return upstream + "@" + account }
+
+// limitsOf returns the limits configured for key, or, for an account's
+// key (AccountKey) without limits of its own, those of its upstream.
+func (c *Config) limitsOf(key string) Limits {
+	if l, ok := c.Limits[key]; ok {
+		return l
+	}
+	if i := strings.LastIndexByte(key, '@'); i >= 0 {
+		return c.Limits[key[:i]]
+	}
+	return Limits{}
 }
 
 // Guard is the breaker, rate limiter and retry budget of one upstream. It

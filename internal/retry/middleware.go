@@ -36,6 +36,14 @@ type Call struct {
 	// scope, such as an account shared by several models, is a key of the
 	// caller's choosing.
 	Upstream string
+	// Account, when set, names the account of the upstream the call is
+	// made with (a digest of its credential, say): the call's rate
+	// limits, the holds after its 429s and its retry budget are then the
+	// guard of guard.AccountKey(upstream, Account), apart from other
+	// accounts', while its circuit breaker stays the upstream's, shared
+	// by every account (a provider-wide outage opens it for all). It
+	// should come from a bounded set, as Upstream.
+	Account string
 	// FirstAttempt is the attempt number of the call's first attempt; the
 	// attempts of this Do are numbered from it. It is 0 for a new call;
 	// a caller that continues a request whose earlier attempts were made
@@ -285,7 +293,8 @@ type run struct {
 	ctx    context.Context // the caller's
 	pubCtx context.Context // ctx without its cancellation, for the sink
 	call   Call
-	g      *guard.Guard
+	g      *guard.Guard // the upstream's: its breaker
+	lg     *guard.Guard // the account's (g without Call.Account): rate limits, holds, retry budget
 	permit guard.Permit
 	res    guard.Reservation // the capacity the attempt under way took
 
@@ -349,6 +358,11 @@ func (m *Middleware) begin(ctx context.Context, call Call) (*run, error) {
 	if err := checkText("model", call.Model, events.MaxModelLength); err != nil {
 		return nil, err
 	}
+	if call.Account != "" {
+		if err := checkText("account", call.Account, maxAccountLength); err != nil {
+			return nil, err
+		}
+	}
 	if err := m.checkFirstAttempt(call.FirstAttempt); err != nil {
 		return nil, err
 	}
@@ -368,6 +382,10 @@ func (m *Middleware) begin(ctx context.Context, call Call) (*run, error) {
 	r := runPool.Get().(*run)
 	r.m, r.ctx, r.pubCtx, r.call = m, ctx, ctx, call
 	r.g = m.guards.get(&call)
+	r.lg = r.g
+	if call.Account != "" {
+		r.lg = m.guards.set.Get(guard.AccountKey(r.g.Key(), call.Account))
+	}
 	r.tl, r.eventID0 = tl, eventID0
 	if ctx.Done() != nil {
 		r.pubCtx = context.WithoutCancel(ctx)
@@ -382,6 +400,9 @@ func (m *Middleware) begin(ctx context.Context, call Call) (*run, error) {
 	m.calls.Add(1)
 	return r, nil
 }
+
+// maxAccountLength bounds Call.Account.
+const maxAccountLength = 128
 
 // checkText applies the contract's rule for provider and model.
 func checkText(field, s string, max int) error {
@@ -439,7 +460,7 @@ func (r *run) admit(n int) (Attempt, error) {
 		if err := r.g.Check(); err != nil {
 			return Attempt{}, r.rejectOpen(n, err)
 		}
-		res, wait, lerr := r.g.Reserve()
+		res, wait, lerr := r.lg.Reserve()
 		if wait > 0 {
 			if err := r.waitFor(n, wait, lerr); err != nil {
 				return Attempt{}, err
@@ -448,14 +469,14 @@ func (r *run) admit(n int) (Attempt, error) {
 		}
 		p, err := r.g.Allow()
 		if err != nil {
-			r.g.Settle(&res, guard.Outcome{}) // not made: the capacity goes back
+			r.lg.Settle(&res, guard.Outcome{}) // not made: the capacity goes back
 			return Attempt{}, r.rejectOpen(n, err)
 		}
 		r.permit, r.res, r.permitHeld = p, res, true
 		break
 	}
 	if n == 0 {
-		r.g.First()
+		r.lg.First()
 	}
 	var eventID string
 	r.started, eventID = r.begins(n)
@@ -472,7 +493,7 @@ func (r *run) done(res breaker.Result, o guard.Outcome) {
 	if r.permitHeld {
 		r.permitHeld = false
 		r.g.Done(r.permit, res)
-		r.g.Settle(&r.res, o)
+		r.lg.Settle(&r.res, o)
 	}
 }
 
@@ -624,7 +645,7 @@ func (r *run) next(n int, c *Classification, now time.Time) (time.Duration, Stop
 	if deadline, ok := r.ctx.Deadline(); ok && !now.Add(wait).Before(deadline) {
 		return 0, StopDeadline, nil
 	}
-	if err := r.g.Retry(); err != nil {
+	if err := r.lg.Retry(); err != nil {
 		c.Message = Truncate(c.Message + "; not retried: " + err.Error())
 		return 0, StopBudget, err
 	}
