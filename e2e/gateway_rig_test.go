@@ -73,7 +73,7 @@ func startGatewayRig(t *testing.T, seed uint64, mix fakeprovider.Mix, policy ret
 	gw, err := gateway.New(gateway.Config{
 		Upstreams:            map[string]string{gateway.Anthropic: origin, gateway.OpenAI: origin, gateway.Gemini: origin},
 		Retry:                retry.Options{Policy: policy, Sink: r.pub, Breakers: group},
-		Attempts:             gateway.NewKVAttempts(kv),
+		Attempts:             gateway.NewKVAttempts(kv, nil),
 		ForwardLedgerHeaders: true,
 		AttemptTimeout:       rigTimeout,
 		StreamIdleTimeout:    rigTimeout,

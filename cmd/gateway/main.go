@@ -212,7 +212,7 @@ func newGateway(f *flags, l *ledgerConn, logger *slog.Logger) (*gateway.Gateway,
 	return gateway.New(gateway.Config{
 		Upstreams:            ups,
 		Retry:                retry.Options{Policy: f.policy, Sink: l.pub, Guards: l.guards, Logger: logger},
-		Attempts:             gateway.NewKVAttempts(l.attempts),
+		Attempts:             gateway.NewKVAttempts(l.attempts, gateway.NewKVLedger(l.conn.JS)),
 		DefaultSession:       f.defaultSession,
 		ForwardLedgerHeaders: f.forward,
 		AttemptTimeout:       f.attemptTimeout,

@@ -23,7 +23,7 @@ func kvAttempts(t *testing.T) *KVAttempts {
 	defer cancel()
 	kv, err := topology.EnsureGatewayAttempts(ctx, js, topology.Config{}, time.Hour)
 	require.NoError(t, err)
-	return NewKVAttempts(kv)
+	return NewKVAttempts(kv, nil)
 }
 
 // Both stores: reservations of one request are disjoint runs, unused
@@ -33,28 +33,28 @@ func TestAttemptNumbers(t *testing.T) {
 	for name, store := range map[string]AttemptNumbers{"memory": NewMemoryAttempts(), "kv": kvAttempts(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			a, err := store.Reserve(ctx, "req-1", 3)
+			a, err := store.Reserve(ctx, "req-1", "s", 3)
 			require.NoError(t, err)
 			assert.Equal(t, 0, a.First)
-			b, err := store.Reserve(ctx, "req-1", 3)
+			b, err := store.Reserve(ctx, "req-1", "s", 3)
 			require.NoError(t, err)
 			assert.Equal(t, 3, b.First)
 			require.NoError(t, store.Release(ctx, "req-1", a, 1), "a was followed by b: nothing comes back")
 			require.NoError(t, store.Release(ctx, "req-1", b, 1))
-			c, err := store.Reserve(ctx, "req-1", 3)
+			c, err := store.Reserve(ctx, "req-1", "s", 3)
 			require.NoError(t, err)
 			assert.Equal(t, 4, c.First, "b's unused numbers came back")
 
-			other, err := store.Reserve(ctx, "req-2", 3)
+			other, err := store.Reserve(ctx, "req-2", "s", 3)
 			require.NoError(t, err)
 			assert.Equal(t, 0, other.First, "requests are numbered apart")
 
-			_, err = store.Reserve(ctx, "req-huge", events.MaxAttempt+2)
+			_, err = store.Reserve(ctx, "req-huge", "s", events.MaxAttempt+2)
 			require.ErrorIs(t, err, ErrAttemptsExhausted)
-			last, err := store.Reserve(ctx, "req-full", events.MaxAttempt+1)
+			last, err := store.Reserve(ctx, "req-full", "s", events.MaxAttempt+1)
 			require.NoError(t, err)
 			assert.Equal(t, 0, last.First)
-			_, err = store.Reserve(ctx, "req-full", 1)
+			_, err = store.Reserve(ctx, "req-full", "s", 1)
 			require.ErrorIs(t, err, ErrAttemptsExhausted)
 		})
 	}
@@ -64,7 +64,7 @@ func TestAttemptNumbers(t *testing.T) {
 // overlap.
 func TestKVAttemptsConcurrent(t *testing.T) {
 	store := kvAttempts(t)
-	other := NewKVAttempts(store.kv) // a second replica's view of the bucket
+	other := NewKVAttempts(store.kv, nil) // a second replica's view of the bucket
 	const n = 40
 	firsts := make([]int, n)
 	var wg sync.WaitGroup
@@ -74,7 +74,7 @@ func TestKVAttemptsConcurrent(t *testing.T) {
 			if i%2 == 1 {
 				s = other
 			}
-			r, err := s.Reserve(context.Background(), "req-shared", 3)
+			r, err := s.Reserve(context.Background(), "req-shared", "s", 3)
 			if assert.NoError(t, err) {
 				firsts[i] = r.First
 			}
@@ -113,7 +113,7 @@ func TestReplicasShareTheNumbering(t *testing.T) {
 func TestReservationRefusals(t *testing.T) {
 	up := startScripted(t, reply(200, anthropicOK))
 	store := NewMemoryAttempts()
-	_, err := store.Reserve(context.Background(), "r-used", events.MaxAttempt)
+	_, err := store.Reserve(context.Background(), "r-used", DefaultSession, events.MaxAttempt)
 	require.NoError(t, err)
 	h := newHarness(t, up.srv.URL, func(c *Config) { c.Attempts = store })
 	resp := h.post("/v1/messages", anthropicBody, HeaderRequestID, "r-used")
@@ -137,7 +137,7 @@ func TestReservationRefusals(t *testing.T) {
 // unreachable is a store that cannot be reached.
 type unreachable struct{}
 
-func (unreachable) Reserve(context.Context, string, int) (Reservation, error) {
+func (unreachable) Reserve(context.Context, string, string, int) (Reservation, error) {
 	return Reservation{}, errors.New("nats: no servers available for connection")
 }
 

@@ -19,6 +19,7 @@ type call struct {
 	w       http.ResponseWriter
 	r       *http.Request
 	secrets secrets
+	client  client
 
 	ids    callIDs
 	info   requestInfo
@@ -43,7 +44,12 @@ func (c *call) serve() {
 		}
 		return // otherwise the client went away mid-request
 	}
-	if c.ids, err = identify(r, g.cfg.DefaultSession); err != nil {
+	if c.ids, err = identify(r, g.cfg.DefaultSession, c.client.key); err != nil {
+		if errors.Is(err, errSessionForbidden) {
+			g.refuse(r, "session_forbidden", err.Error())
+			c.gatewayError(http.StatusForbidden, "session_forbidden", err.Error(), 0)
+			return
+		}
 		c.gatewayError(http.StatusBadRequest, "bad_request", err.Error(), 0)
 		return
 	}
@@ -54,7 +60,7 @@ func (c *call) serve() {
 
 	var res Reservation
 	if c.ids.request != "" {
-		if res, err = g.attempts.Reserve(r.Context(), c.ids.request, g.maxAttempts); err != nil {
+		if res, err = g.attempts.Reserve(r.Context(), c.ids.request, c.ids.session, g.maxAttempts); err != nil {
 			c.reserveFailed(err)
 			return
 		}
@@ -65,6 +71,7 @@ func (c *call) serve() {
 		SessionID: c.ids.session, RequestID: c.ids.request,
 		Provider: c.rt.api.provider(), Model: c.info.model,
 		Upstream:     g.breakerKey(c.rt.api.provider(), c.info.model),
+		Account:      g.accountKey(c.client.account),
 		FirstAttempt: res.First,
 	}, c.attempt)
 	if c.ids.request != "" {
@@ -80,8 +87,17 @@ func (c *call) serve() {
 // reserveFailed answers a call whose attempt numbers could not be
 // reserved.
 func (c *call) reserveFailed(err error) {
-	if errors.Is(err, ErrAttemptsExhausted) {
+	switch {
+	case errors.Is(err, ErrAttemptsExhausted):
 		c.gatewayError(http.StatusConflict, "attempts_exhausted", "request "+c.ids.request+": "+err.Error()+"; use a new request ID", 0)
+		return
+	case errors.Is(err, ErrRequestOwned):
+		c.g.refuse(c.r, "request_owned", err.Error())
+		c.gatewayError(http.StatusConflict, "request_owned", err.Error(), 0)
+		return
+	case errors.Is(err, ErrAttemptsUnknown):
+		c.g.refuse(c.r, "attempts_unknown", err.Error())
+		c.gatewayError(http.StatusConflict, "attempts_unknown", err.Error(), 0)
 		return
 	}
 	c.g.log.LogAttrs(c.r.Context(), slog.LevelError, "gateway: cannot reserve attempt numbers; the call is refused so that no attempt is lost",

@@ -40,6 +40,48 @@
 // that has used all 1,001 numbers the contract allows is refused with
 // 409.
 //
+// A request ID is owned by the session of its first call: the bucket
+// keeps the session with the next number, and a request the bucket does
+// not hold (new, or its entry expired after the bucket's TTL) is looked
+// up in the ledger's own record of it (RequestLedger, bucket
+// ledger_requests). A call that names a request of another session is
+// answered 409 (request_owned) before any attempt: the provider would
+// bill it and the ledger reject its events (session_conflict). A request
+// the ledger knows continues from the highest attempt its record holds,
+// so that numbers never repeat after the bucket forgot them; a record
+// that does not say is answered 409 (attempts_unknown) rather than risk a
+// number. Attempts published but not yet projected are not seen there:
+// the bucket's TTL (7 days by default) must outlast the aggregator's lag.
+//
+// # Client keys
+//
+// With Config.Keys (gateway run --keys FILE, ParseKeys) every request,
+// accounted or not, must present a client key, else it is answered 401
+// (unauthenticated) and logged at WARN (at most once a second per
+// reason, never the key). A client key starts with "lk-" (NewKey makes
+// one; the file holds only its SHA-256) and is presented where the
+// provider's SDK puts its API key, so an unmodified SDK works:
+// Authorization: Bearer lk-... (OpenAI), x-api-key: lk-... (Anthropic),
+// x-goog-api-key: lk-... or ?key=lk-... (Gemini); or in X-Ledger-Key, when
+// the client sends its own provider key in the provider's header. The
+// client key never goes upstream. A key names the client; it may fix the
+// session (session) or require a prefix of it (session_prefix), and
+// answers 403 (session_forbidden) to a session it does not allow; it may
+// hold a credential per provider, which the gateway sends upstream in
+// place of the client's, so clients never see them (as LiteLLM's and
+// Bifrost's virtual keys do); its labels are read and kept, not yet
+// applied (the contract has no labels yet).
+//
+// # Accounts
+//
+// The breaker of an upstream (provider and model) is shared by every
+// client: a provider-wide outage opens it for all. Its rate limits, the
+// holds after a 429 and the retry budget are kept per account
+// (retry.Call.Account): the key's account when it names one, else a
+// digest of the credential that goes upstream ("cred-" and 16 base32
+// characters of a SHA-256), so that one tenant's 429 holds only its own
+// calls, on every replica. Past 4,096 accounts the others share one.
+//
 // # One retry layer
 //
 // Each call is one retry.Do: the breaker of the call's provider and model
@@ -80,8 +122,9 @@
 //
 // # Credentials
 //
-// The client's credential headers (Authorization, x-api-key,
-// x-goog-api-key) and a key query parameter go upstream as received. The
+// Without keys, the client's credential headers (Authorization,
+// x-api-key, x-goog-api-key) and a key query parameter go upstream as
+// received; with them, as the key says (see Client keys). The
 // gateway never logs a header, and redacts every credential of the
 // request from the messages of its events and logs. The ledger's own
 // headers reach the upstream only with Config.ForwardLedgerHeaders (for

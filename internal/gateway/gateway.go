@@ -54,6 +54,12 @@ type Config struct {
 	// (HeaderRequestID, HeaderIdempotencyKey), across replicas with
 	// KVAttempts. Nil: a MemoryAttempts, right for a single replica only.
 	Attempts AttemptNumbers
+	// Keys, when set, are the client keys: every request must present
+	// one (401 otherwise), which names the client, may fix or constrain
+	// its session, and may hold the provider credentials sent upstream in
+	// its place (see the package documentation). Nil: no authentication;
+	// the gateway should then listen on loopback only.
+	Keys *Keys
 	// DefaultSession is the session of a request without
 	// HeaderSessionID. Default DefaultSession.
 	DefaultSession string
@@ -110,6 +116,8 @@ type Gateway struct {
 	unaccounted onceSet // paths logged as not accounted
 	noUsage     onceSet // APIs logged as answering without usage
 	models      boundedSet
+	accounts    boundedSet
+	refusals    rateLog
 }
 
 // New validates cfg and returns a Gateway.
@@ -134,6 +142,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.mw, g.maxAttempts = mw, mw.Policy().MaxRetries+1
 	g.models = boundedSet{max: maxBreakerModels, set: make(map[string]struct{})}
+	g.accounts = boundedSet{max: maxAccounts, set: make(map[string]struct{})}
 	g.proxy = g.newProxy()
 	return g, nil
 }
@@ -225,14 +234,27 @@ func (g *Gateway) Middleware() *retry.Middleware { return g.mw }
 // ServeHTTP accounts the providers' model calls and proxies everything
 // else through.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt, ok := match(r)
+	rt, accounted := match(r)
+	provider := passthroughProvider(r)
+	if accounted {
+		provider = rt.api.provider()
+	}
+	sec := secretsOf(r)
+	cl, ok := g.authenticate(w, r, provider, &sec)
 	if !ok {
-		g.passthrough(w, r)
 		return
 	}
-	c := &call{g: g, rt: rt, w: w, r: r, secrets: secretsOf(r)}
+	if !accounted {
+		g.passthrough(w, r.WithContext(context.WithValue(r.Context(), providerKey{}, provider)))
+		return
+	}
+	c := &call{g: g, rt: rt, w: w, r: r, secrets: sec, client: cl}
 	c.serve()
 }
+
+// providerKey is the context key of a passthrough request's provider,
+// picked before the client key was taken out of it.
+type providerKey struct{}
 
 // maxBreakerModels bounds the models that get a breaker of their own
 // (clients name models, so the set is theirs to grow): past it, a

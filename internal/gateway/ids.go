@@ -5,6 +5,7 @@ import (
 	"encoding/base32"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/agentledger/ledger/internal/events"
 )
@@ -17,20 +18,33 @@ type callIDs struct {
 	request string
 }
 
-// identify reads the session (HeaderSessionID, else def) and the request
-// ID (HeaderRequestID, else one derived from HeaderIdempotencyKey). A
-// header that breaks the contract's ID rule is an *events.FieldError
-// naming it.
-func identify(r *http.Request, def string) (callIDs, error) {
+// identify reads the session (HeaderSessionID, else def, or what the
+// client's key k makes of it) and the request ID (HeaderRequestID, else
+// one derived from HeaderIdempotencyKey). A header that breaks the
+// contract's ID rule is an *events.FieldError naming it; a session k does
+// not allow wraps errSessionForbidden.
+func identify(r *http.Request, def string, k *Key) (callIDs, error) {
 	ids := callIDs{session: r.Header.Get(HeaderSessionID)}
 	if ids.session == "" {
 		ids.session = def
+		if k != nil && k.Session != "" {
+			ids.session = k.Session
+		} else if k != nil {
+			ids.session = k.SessionPrefix + def
+		}
 	}
 	if err := events.ValidateID(HeaderSessionID, ids.session); err != nil {
 		if r.Header.Get(HeaderSessionID) == "" {
 			return ids, fmt.Errorf("%w (the request has no %s, and the gateway's default session is not a valid one)", err, HeaderSessionID)
 		}
 		return ids, err
+	}
+	switch {
+	case k == nil:
+	case k.Session != "" && ids.session != k.Session:
+		return ids, fmt.Errorf("%w: %s %q: the client key %s allows only session %q", errSessionForbidden, HeaderSessionID, ids.session, k.Name, k.Session)
+	case !strings.HasPrefix(ids.session, k.SessionPrefix):
+		return ids, fmt.Errorf("%w: %s %q: the client key %s allows only sessions that start with %q", errSessionForbidden, HeaderSessionID, ids.session, k.Name, k.SessionPrefix)
 	}
 	if id := r.Header.Get(HeaderRequestID); id != "" {
 		if err := events.ValidateID(HeaderRequestID, id); err != nil {

@@ -12,7 +12,11 @@ import (
 func (g *Gateway) newProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(g.origins[passthroughProvider(pr.In)])
+			p, _ := pr.In.Context().Value(providerKey{}).(string)
+			if p == "" {
+				p = passthroughProvider(pr.In)
+			}
+			pr.SetURL(g.origins[p])
 			if !g.cfg.ForwardLedgerHeaders {
 				for _, k := range []string{HeaderSessionID, HeaderRequestID, HeaderAttempt} {
 					pr.Out.Header.Del(k)

@@ -10,7 +10,7 @@ const redacted = "[REDACTED]"
 
 // credentialHeaders are the client's credential headers, passed upstream
 // and never logged or published.
-var credentialHeaders = []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key", "Proxy-Authorization"}
+var credentialHeaders = []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key", "Proxy-Authorization", HeaderKey}
 
 // secrets are the credentials of one request: the values of its
 // credential headers (and a bearer token alone), and its "key" query

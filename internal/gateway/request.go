@@ -27,7 +27,8 @@ const (
 	// HeaderGatewayError marks an answer the gateway made itself rather
 	// than relayed, with the reason: circuit_open, upstream_unreachable,
 	// upstream_timeout, bad_request, too_large, attempts_exhausted,
-	// ledger_unavailable.
+	// request_owned, attempts_unknown, ledger_unavailable,
+	// unauthenticated, session_forbidden.
 	HeaderGatewayError = "X-Ledger-Gateway-Error"
 )
 

@@ -114,23 +114,23 @@ func TestIdentify(t *testing.T) {
 		}
 		return r
 	}
-	ids, err := identify(req(), "dflt")
+	ids, err := identify(req(), "dflt", nil)
 	require.NoError(t, err)
 	assert.Equal(t, callIDs{session: "dflt"}, ids)
 
-	ids, err = identify(req(HeaderSessionID, "s1", HeaderRequestID, "r1", HeaderIdempotencyKey, "k1"), "dflt")
+	ids, err = identify(req(HeaderSessionID, "s1", HeaderRequestID, "r1", HeaderIdempotencyKey, "k1"), "dflt", nil)
 	require.NoError(t, err)
 	assert.Equal(t, callIDs{session: "s1", request: "r1"}, ids, "the request header wins over the key")
 
-	ids, err = identify(req(HeaderIdempotencyKey, "k1"), "dflt")
+	ids, err = identify(req(HeaderIdempotencyKey, "k1"), "dflt", nil)
 	require.NoError(t, err)
 	assert.Equal(t, "k1", ids.request)
 
-	_, err = identify(req(HeaderSessionID, "a b"), "dflt")
+	_, err = identify(req(HeaderSessionID, "a b"), "dflt", nil)
 	require.ErrorContains(t, err, HeaderSessionID)
-	_, err = identify(req(HeaderRequestID, "r.1"), "dflt")
+	_, err = identify(req(HeaderRequestID, "r.1"), "dflt", nil)
 	require.ErrorContains(t, err, HeaderRequestID)
-	_, err = identify(req(), "bad default")
+	_, err = identify(req(), "bad default", nil)
 	require.ErrorContains(t, err, "default session")
 
 	a, b := idempotencyRequestID("same key!"), idempotencyRequestID("same key!")
