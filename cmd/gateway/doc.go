@@ -4,6 +4,7 @@
 // attempt, streams to the token.
 //
 //	gateway [run] [flags]
+//	gateway key new NAME
 //
 // It listens on --listen (default 127.0.0.1:8088) and forwards each
 // provider's routes to --anthropic-url, --openai-url and --gemini-url
@@ -17,6 +18,17 @@
 // when NATS is slow or away each decides alone within --fleet-wait. See
 // package internal/gateway for what it accounts and how.
 //
+// Clients authenticate with the keys of --keys FILE (JSON; "gateway key
+// new NAME" makes a key and prints the file's entry for it, which holds
+// only the key's SHA-256): a request without a known key is answered 401
+// and logged at WARN, never with the key. A client presents its key where
+// its provider SDK puts the API key (Authorization: Bearer lk-...,
+// x-api-key, x-goog-api-key, ?key=) or in X-Ledger-Key; a key may fix or
+// constrain the session and hold the provider credentials sent upstream
+// in its place (package internal/gateway). Without --keys the gateway
+// serves loopback addresses only: any other --listen is refused unless
+// --insecure-no-auth, which warns.
+//
 // It connects to NATS with the nats CLI's flags (--nats-url, --creds,
 // --nkey, --tls-ca, --tls-cert, --tls-key, --context, or their NATS_*
 // environment variables; default nats://127.0.0.1:4222), publishes the
@@ -24,7 +36,9 @@
 // --create-stream), and keeps the attempt numbers of the requests clients
 // name in the KV bucket ledger_gateway_attempts (created when missing,
 // entries expiring --attempt-numbers-ttl after their last use), shared by
-// every replica.
+// every replica; a request that bucket no longer holds is looked up in
+// the ledger's ledger_requests (read only), so that its attempt numbers
+// continue and it stays in its session.
 //
 // SIGINT and SIGTERM stop it: it stops accepting requests, lets those in
 // flight finish within --shutdown-timeout (then cuts them), and flushes

@@ -37,6 +37,9 @@ through the ledger's retry middleware, publishing one event per attempt.
 Point an SDK's base URL at it: Anthropic http://ADDR, OpenAI
 http://ADDR/v1, Gemini http://ADDR. Set the SDK's own retries to 0.
 
+Without --keys it serves loopback addresses only (--insecure-no-auth
+overrides, with a warning). "gateway key new NAME" makes a client key.
+
 Run "gateway run -h" for the flags.`
 
 func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -44,6 +47,8 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "run":
 			args = args[1:]
+		case "key":
+			return keyCommand(args[1:], stdout, stderr)
 		case "help", "-h", "-help", "--help":
 			fmt.Fprintln(stdout, usage)
 			return cli.ExitOK
@@ -76,6 +81,7 @@ type flags struct {
 	create                        bool
 	topo                          topology.Config
 	drainTimeout, shutdownTimeout time.Duration
+	auth                          authFlags
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -88,7 +94,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	}
 	connect.RegisterFlags(fs, &f.conn)
 	f.logs.Register(fs, "info")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8088", "address to serve on")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8088", "address to serve on (loopback only without --keys)")
+	f.auth.register(fs)
 	for _, p := range []string{gateway.Anthropic, gateway.OpenAI, gateway.Gemini} {
 		f.upstreams[p] = fs.String(p+"-url", gateway.DefaultUpstreams[p], "origin of the "+p+" upstream (scheme, host, port); the request path is kept")
 	}
@@ -161,7 +168,7 @@ func (f *flags) validate() error {
 	if _, err := topology.AttemptsStreamConfig(f.topo); err != nil {
 		return cli.Usagef("--replicas / --duplicate-window: %v", err)
 	}
-	return nil
+	return f.auth.validate(f.listen)
 }
 
 // run serves until ctx ends.
@@ -171,11 +178,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger, _ := f.logs.New(stderr)
+	keys, err := f.auth.load(logger)
+	if err != nil {
+		return err
+	}
 	ledger, err := openLedger(ctx, f, logger)
 	if err != nil {
 		return err
 	}
-	gw, err := newGateway(f, ledger, logger)
+	gw, err := newGateway(f, ledger, keys, logger)
 	if err != nil {
 		ledger.close(ctx, logger)
 		return &cli.ExitError{Code: cli.ExitUsage, Err: err}
@@ -204,7 +215,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // newGateway builds the gateway on the ledger's publisher and bucket. The
 // middleware's breakers are a group of this process; a fleet-wide group
 // (shared over NATS) is what Retry.Breakers takes when there is one.
-func newGateway(f *flags, l *ledgerConn, logger *slog.Logger) (*gateway.Gateway, error) {
+func newGateway(f *flags, l *ledgerConn, keys *gateway.Keys, logger *slog.Logger) (*gateway.Gateway, error) {
 	ups := make(map[string]string, len(f.upstreams))
 	for p, u := range f.upstreams {
 		ups[p] = *u
@@ -213,6 +224,7 @@ func newGateway(f *flags, l *ledgerConn, logger *slog.Logger) (*gateway.Gateway,
 		Upstreams:            ups,
 		Retry:                retry.Options{Policy: f.policy, Sink: l.pub, Guards: l.guards, Logger: logger},
 		Attempts:             gateway.NewKVAttempts(l.attempts, gateway.NewKVLedger(l.conn.JS)),
+		Keys:                 keys,
 		DefaultSession:       f.defaultSession,
 		ForwardLedgerHeaders: f.forward,
 		AttemptTimeout:       f.attemptTimeout,

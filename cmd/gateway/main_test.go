@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,12 @@ func TestFlagsRefused(t *testing.T) {
 		{[]string{"extra"}, "unknown command"},
 		{[]string{"run", "extra"}, "no arguments"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"--listen", "0.0.0.0:8088"}, "not a loopback address"},
+		{[]string{"--listen", ":8088"}, "not a loopback address"},
+		{[]string{"--listen", "[::]:8088"}, "not a loopback address"},
+		{[]string{"--listen", "gateway.example.com:8088"}, "not a loopback address"},
+		{[]string{"--keys", "k.json", "--insecure-no-auth"}, "not with --keys"},
+		{[]string{"--keys", "/no/such/keys.json"}, "--keys"},
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer
@@ -126,17 +133,7 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 		"--forward-ledger-headers", "--retry-base-delay", "1ms", "--log-level", "debug", "--log-format", "json")
 
 	post := func(path, body string, kv ...string) *http.Response {
-		req, err := http.NewRequest(http.MethodPost, addr+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("X-Ledger-Session-Id", "sess-cmd")
-		for i := 0; i+1 < len(kv); i += 2 {
-			req.Header.Set(kv[i], kv[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
+		return postTo(t, addr, path, body, append([]string{"X-Ledger-Session-Id", "sess-cmd"}, kv...)...)
 	}
 	for i := range 6 {
 		// Named requests: the fake provider's faults are a function of
@@ -220,16 +217,7 @@ func TestReplicasShareTheBreaker(t *testing.T) {
 	}
 	// b would need 100 failures of its own to open its circuit.
 	a, b := start("2"), start("100")
-	call := func(addr string) *http.Response {
-		req, err := http.NewRequest(http.MethodPost, addr+"/v1/messages", strings.NewReader(`{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
-		require.NoError(t, err)
-		req.Header.Set("X-Api-Key", "k")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
-	}
+	call := func(addr string) *http.Response { return callMessages(t, addr, "X-Api-Key", "k") }
 	for range 2 {
 		assert.Equal(t, 529, call(a).StatusCode, "the provider's own answer")
 	}
@@ -252,4 +240,147 @@ func TestReplicasShareTheBreaker(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, sent, calls, "no replica sends anything upstream while the shared circuit is open")
 	assert.LessOrEqual(t, calls, 4, "b saw the open circuit within a call or two (the report is written asynchronously)")
+}
+
+// Without --keys the gateway serves loopback only: a non-loopback
+// address is refused before anything starts, unless --insecure-no-auth.
+func TestNonLoopbackWithoutKeysRefused(t *testing.T) {
+	// The refusals are in TestFlagsRefused.
+	for _, ok := range []string{"127.0.0.1:0", "localhost:0", "[::1]:0", "127.0.0.2:0"} {
+		assert.True(t, loopback(ok), ok)
+	}
+}
+
+// With --insecure-no-auth a non-loopback address is served, with a
+// warning.
+func TestInsecureNoAuthWarns(t *testing.T) {
+	srv, _, _ := natstest.StartJS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	_, done, errb := startCommand(t, ctx, "run", "--nats-url", srv.URL(), "--listen", "0.0.0.0:0", "--insecure-no-auth", "--create-stream")
+	cancel()
+	require.Equal(t, cli.ExitOK, <-done, errb.String())
+	assert.Contains(t, errb.String(), "level=WARN msg=\"gateway: serving without client keys (--insecure-no-auth)")
+}
+
+// gateway key new makes a key and its entry; with the file the gateway
+// serves any address, refuses a call without a known key with 401 before
+// it reaches the provider or the ledger, and sends the key's credential
+// upstream in the client key's place.
+func TestKeysFromTheCommand(t *testing.T) {
+	var out bytes.Buffer
+	require.Equal(t, cli.ExitOK, command(context.Background(), []string{"key", "new", "team-a"}, &out, io.Discard))
+	key, entry, ok := strings.Cut(strings.TrimSpace(out.String()), "\n")
+	require.True(t, ok, out.String())
+	require.True(t, strings.HasPrefix(key, "lk-"), key)
+	entry = strings.TrimSuffix(entry, "}") + `,"credentials":{"anthropic":{"env":"TEST_GATEWAY_ANTHROPIC_KEY"}}}`
+	t.Setenv("TEST_GATEWAY_ANTHROPIC_KEY", leakKey)
+	file := t.TempDir() + "/keys.json"
+	require.NoError(t, os.WriteFile(file, []byte(`{"keys":[`+entry+`]}`), 0o600))
+
+	var mu sync.Mutex
+	var seen []string
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("X-Api-Key"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"m","type":"message","usage":{"input_tokens":3,"output_tokens":1}}`)
+	}))
+	t.Cleanup(upstream.Close)
+	srv, _, js := natstest.StartJS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	addr, done, errb := startCommand(t, ctx, "run", "--nats-url", srv.URL(), "--listen", "0.0.0.0:0", "--keys", file,
+		"--create-stream", "--anthropic-url", upstream.URL, "--log-level", "debug")
+	call := func(kv ...string) int { return callMessages(t, addr, kv...).StatusCode }
+	assert.Equal(t, 401, call())
+	assert.Equal(t, 401, call("X-Api-Key", "sk-ant-not-a-client-key"))
+	assert.Equal(t, 401, call("X-Api-Key", "lk-forged"))
+	assert.Equal(t, 200, call("X-Api-Key", key))
+	cancel()
+	require.Equal(t, cli.ExitOK, <-done, errb.String())
+	mu.Lock()
+	assert.Equal(t, []string{leakKey}, seen, "only the keyed call went upstream, with the key's credential")
+	mu.Unlock()
+	logs := errb.String()
+	assert.Contains(t, logs, "level=WARN msg=\"gateway: request refused\" reason=unauthenticated")
+	assert.NotContains(t, logs, key)
+	assert.NotContains(t, logs, "LEAKCHECK")
+	s, err := js.Stream(context.Background(), names.AttemptsStream)
+	require.NoError(t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), info.State.Msgs, "the refused calls are not in the ledger")
+}
+
+// Issue 17 item 3, as filed: two replicas share the fleet's guards; a
+// tenant whose own key gets 429 retry-after 30 through one replica holds
+// its own later calls on the other, and no one else's.
+func TestOneTenantsHoldIsItsOwnAcrossReplicas(t *testing.T) {
+	const keyA, keyB = "sk-ant-tenant-a-88d1c0", "sk-ant-tenant-b-51e7aa"
+	var mu sync.Mutex
+	calls := map[string]int{}
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := r.Header.Get("X-Api-Key")
+		mu.Lock()
+		calls[k]++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if k == keyA {
+			w.Header().Set("Retry-After", "30")
+			w.WriteHeader(429)
+			_, _ = io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"id":"m","type":"message","usage":{"input_tokens":3,"output_tokens":1}}`)
+	}))
+	t.Cleanup(upstream.Close)
+	srv, _, _ := natstest.StartJS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := func() string {
+		addr, done, errb := startCommand(t, ctx, "run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0", "--create-stream",
+			"--anthropic-url", upstream.URL, "--max-retries", "0", "--hint-cap", "1s")
+		t.Cleanup(func() {
+			cancel()
+			if code := <-done; code != cli.ExitOK {
+				t.Errorf("a replica ended with %d: %s", code, errb.String())
+			}
+		})
+		return addr
+	}
+	a, b := start(), start()
+	call := func(addr, key string) *http.Response { return callMessages(t, addr, "X-Api-Key", key) }
+	require.Equal(t, 429, call(a, keyA).StatusCode, "A's own 429")
+	require.Eventually(t, func() bool {
+		return call(b, keyA).Header.Get("X-Ledger-Gateway-Error") == "rate_limited"
+	}, 10*time.Second, 10*time.Millisecond, "replica b holds A's calls once a's hold reached the fleet")
+	for range 3 {
+		assert.Equal(t, 200, call(b, keyB).StatusCode, "B is not held")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 3, calls[keyB])
+}
+
+// callMessages posts an Anthropic call to the gateway at addr with the
+// headers given as name, value pairs, and returns its answer, read.
+func callMessages(t *testing.T, addr string, kv ...string) *http.Response {
+	t.Helper()
+	return postTo(t, addr, "/v1/messages", `{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, kv...)
+}
+
+// postTo posts body to path of the gateway at addr with the headers given
+// as name, value pairs, and returns its answer, read.
+func postTo(t *testing.T, addr, path, body string, kv ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, addr+path, strings.NewReader(body))
+	require.NoError(t, err)
+	for i := 0; i+1 < len(kv); i += 2 {
+		req.Header.Set(kv[i], kv[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }
