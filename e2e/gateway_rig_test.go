@@ -35,7 +35,8 @@ type gatewayRig struct {
 	js     jetstream.JetStream
 	fp     *fakeprovider.Server
 	pub    *emit.Publisher
-	url    string // the gateway's
+	url    string             // the gateway's
+	kv     jetstream.KeyValue // the gateway's attempt numbers
 }
 
 // rigTimeout bounds an attempt's wait for its answer and a stream's
@@ -65,6 +66,7 @@ func startGatewayRig(t *testing.T, seed uint64, mix fakeprovider.Mix, policy ret
 	defer cancel()
 	kv, err := topology.EnsureGatewayAttempts(ctx, r.js, topology.Config{}, time.Hour)
 	require.NoError(t, err)
+	r.kv = kv
 	// A breaker that never opens: every attempt must reach the provider,
 	// whose truth the ledger is compared with.
 	group, err := breaker.NewGroup(breaker.Config{FailureThreshold: 1 << 20})
@@ -73,7 +75,7 @@ func startGatewayRig(t *testing.T, seed uint64, mix fakeprovider.Mix, policy ret
 	gw, err := gateway.New(gateway.Config{
 		Upstreams:            map[string]string{gateway.Anthropic: origin, gateway.OpenAI: origin, gateway.Gemini: origin},
 		Retry:                retry.Options{Policy: policy, Sink: r.pub, Breakers: group},
-		Attempts:             gateway.NewKVAttempts(kv, nil),
+		Attempts:             gateway.NewKVAttempts(kv, gateway.NewKVLedger(r.js)),
 		ForwardLedgerHeaders: true,
 		AttemptTimeout:       rigTimeout,
 		StreamIdleTimeout:    rigTimeout,
