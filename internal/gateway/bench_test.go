@@ -8,9 +8,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
+	"github.com/agentledger/ledger/internal/topology"
 )
 
 // BenchmarkChat is one small OpenAI chat completion, called directly on
@@ -67,3 +71,34 @@ const benchChatBody = `{"model":"gpt-4.1-mini","max_completion_tokens":16,"messa
 type discardSink struct{}
 
 func (discardSink) Publish(context.Context, *events.Attempt) error { return nil }
+
+// BenchmarkReserveNamed is the reservation of a new named request's
+// attempt numbers on an embedded JetStream server: the create alone (no
+// ledger), and with the look-up of the request in the ledger first (the
+// gateway's way since the numbers continue from the ledger).
+func BenchmarkReserveNamed(b *testing.B) {
+	_, _, js := natstest.StartJS(b)
+	ctx := context.Background()
+	kv, err := topology.EnsureGatewayAttempts(ctx, js, topology.Config{}, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := topology.EnsureBucket(ctx, js, topology.Config{}, names.RequestsBucket, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	var seq atomic.Uint64
+	for _, bc := range []struct {
+		name   string
+		ledger RequestLedger
+	}{{"no-ledger", nil}, {"ledger", NewKVLedger(js)}} {
+		store := NewKVAttempts(kv, bc.ledger)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := store.Reserve(ctx, "bench-"+strconv.FormatUint(seq.Add(1), 10), "s", 3); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -35,16 +36,23 @@ type RequestLedger interface {
 // KVLedger is the RequestLedger of the ledger's bucket of request
 // records (names.RequestsBucket), read from the record's log, which holds
 // one entry per attempt number, sorted. While the bucket does not exist
-// (no aggregator ever ran), it knows no request.
+// (no aggregator ever ran, so the ledger holds no request), it knows no
+// request, and looks for the bucket again at most every
+// ledgerBindInterval.
 type KVLedger struct {
-	js jetstream.JetStream
+	js  jetstream.JetStream
+	now func() time.Time
 
-	mu sync.Mutex
-	kv jetstream.KeyValue // bound on first use
+	mu      sync.Mutex
+	kv      jetstream.KeyValue // bound on first use
+	retryAt time.Time          // of the bind, while the bucket is missing
 }
 
+// ledgerBindInterval is how often KVLedger looks for a missing bucket.
+const ledgerBindInterval = 5 * time.Second
+
 // NewKVLedger returns the RequestLedger of the ledger on js.
-func NewKVLedger(js jetstream.JetStream) *KVLedger { return &KVLedger{js: js} }
+func NewKVLedger(js jetstream.JetStream) *KVLedger { return &KVLedger{js: js, now: time.Now} }
 
 // bucket binds the requests bucket; nil while it does not exist.
 func (l *KVLedger) bucket(ctx context.Context) (jetstream.KeyValue, error) {
@@ -53,9 +61,13 @@ func (l *KVLedger) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if l.kv != nil {
 		return l.kv, nil
 	}
+	if now := l.now(); now.Before(l.retryAt) {
+		return nil, nil
+	}
 	kv, err := l.js.KeyValue(ctx, names.RequestsBucket)
 	switch {
 	case errors.Is(err, jetstream.ErrBucketNotFound):
+		l.retryAt = l.now().Add(ledgerBindInterval)
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("the ledger's %s: %w", names.RequestsBucket, err)

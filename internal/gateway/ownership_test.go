@@ -41,16 +41,13 @@ func newLedgerRig(t *testing.T, ttl time.Duration) *ledgerRig {
 // project writes the ledger's record of evs, as the aggregator would.
 func (l *ledgerRig) project(t *testing.T, evs []events.Attempt) {
 	t.Helper()
+	byID := map[string][]events.Attempt{}
+	for _, ev := range evs {
+		byID[ev.RequestID] = append(byID[ev.RequestID], ev)
+	}
 	recs := map[string]*projection.Request{}
-	for i := range evs {
-		ev := &evs[i]
-		r := recs[ev.RequestID]
-		if r == nil {
-			r = projection.NewRequest(ev.RequestID, ev.SessionID)
-			recs[ev.RequestID] = r
-		}
-		ok, _ := projection.Fold(r, ev, nil)
-		require.True(t, ok)
+	for id, evs := range byID {
+		recs[id] = foldedRecord(t, evs...)
 	}
 	for id, r := range recs {
 		b, err := json.Marshal(r)
@@ -175,4 +172,43 @@ func TestKVAttemptsReadsBareNumbers(t *testing.T) {
 	e, err := rig.attempts.Get(context.Background(), "r-old")
 	require.NoError(t, err)
 	assert.Equal(t, "5 sess-a", string(e.Value()))
+}
+
+// Before the aggregator created the ledger's bucket, the ledger knows no
+// request; the bucket is looked for again after ledgerBindInterval.
+func TestKVLedgerBeforeTheBucketExists(t *testing.T) {
+	_, _, js := natstest.StartJS(t)
+	ctx := context.Background()
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	l := NewKVLedger(js)
+	l.now = func() time.Time { return now }
+	got, err := l.Lookup(ctx, "r-1")
+	require.NoError(t, err)
+	assert.False(t, got.Found)
+
+	kv, err := topology.EnsureBucket(ctx, js, topology.Config{}, names.RequestsBucket, "test")
+	require.NoError(t, err)
+	rec, err := json.Marshal(foldedRecord(t, attemptEvent("r-1", "sess-a", 0), attemptEvent("r-1", "sess-a", 4)))
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, "r-1", rec)
+	require.NoError(t, err)
+	got, err = l.Lookup(ctx, "r-1")
+	require.NoError(t, err)
+	assert.False(t, got.Found, "not looked for again yet")
+	now = now.Add(ledgerBindInterval)
+	got, err = l.Lookup(ctx, "r-1")
+	require.NoError(t, err)
+	assert.Equal(t, LedgerRequest{Found: true, SessionID: "sess-a", HighestAttempt: 4}, got)
+}
+
+// foldedRecord is the record the aggregator makes of evs, all of one
+// request.
+func foldedRecord(t *testing.T, evs ...events.Attempt) *projection.Request {
+	t.Helper()
+	r := projection.NewRequest(evs[0].RequestID, evs[0].SessionID)
+	for i := range evs {
+		ok, _ := projection.Fold(r, &evs[i], nil)
+		require.True(t, ok)
+	}
+	return r
 }

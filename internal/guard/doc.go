@@ -1,8 +1,10 @@
 // Package guard owns what the retry middleware asks about an upstream
 // around each attempt, besides the retry policy: its circuit breaker, its
 // rate limits, and its retry budget. A Set holds one Guard per upstream
-// key (provider/model by default, or a wider scope a caller names, such as
-// an account).
+// key (provider/model by default, or a wider scope a caller names), and
+// one per account of an upstream (AccountKey: upstream@account), whose
+// rate limits, holds and retry budget the middleware uses for a call with
+// an account while it asks the upstream's guard for the breaker.
 //
 //   - Breaker: the upstream's circuit breaker (package breaker).
 //   - Rate limits: requests, input tokens and output tokens per minute

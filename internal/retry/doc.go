@@ -35,6 +35,9 @@
 // client, auth, quota, canceled, other) are reported to it as
 // breaker.Ignore: a 429 says the caller exceeds its quota of a healthy
 // upstream, which the rate limits of the guards handle (package guard).
+// A call that names its account (Call.Account) has those rate limits,
+// holds and retry budget per account, and the upstream's breaker shared
+// with every other account.
 //
 // # Events
 //

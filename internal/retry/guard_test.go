@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,6 +124,35 @@ func TestDo429HoldsOtherCalls(t *testing.T) {
 	assert.Len(t, ok.calls(), 1)
 	assert.Equal(t, uint64(1), h.m.Stats().Waits)
 	assert.Equal(t, 2, h.sink.Len(), "one event per attempt; the wait has none")
+}
+
+// With accounts, a 429 holds only its own account's calls, while the
+// breaker stays the upstream's: another account's failures open it for
+// all.
+func TestDoAccountsKeepLimitsApartAndShareTheBreaker(t *testing.T) {
+	h := newGuardedHarness(t, guard.Config{RateLimits: true, Breaker: breaker.Config{FailureThreshold: 1, Cooldown: time.Hour}})
+	p := h.m.policy
+	p.MaxRetries = 0
+	h.m.policy = p
+	a := Call{SessionID: "sess-a", Provider: testCall.Provider, Model: testCall.Model, Account: "acct-a"}
+	b := Call{SessionID: "sess-b", Provider: testCall.Provider, Model: testCall.Model, Account: "acct-b"}
+	_, err := Do(context.Background(), h.m, a, (&scripted{steps: []step{{err: statusErr(429, 0, "retry-after-ms", "700")}}}).fn)
+	require.Error(t, err)
+	ok := &scripted{steps: []step{{}}}
+	_, err = Do(context.Background(), h.m, b, ok.fn)
+	require.NoError(t, err)
+	assert.Empty(t, h.clock.Sleeps(), "b's account is not held")
+	_, err = Do(context.Background(), h.m, a, ok.fn)
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{700 * time.Millisecond}, h.clock.Sleeps(), "a's account is")
+
+	_, err = Do(context.Background(), h.m, b, (&scripted{steps: []step{{err: statusErr(500, 0)}}}).fn)
+	require.Error(t, err)
+	_, err = Do(context.Background(), h.m, a, ok.fn)
+	require.ErrorIs(t, err, ErrCircuitOpen, "b's failure opened the upstream's breaker for a too")
+
+	_, err = Do(context.Background(), h.m, Call{SessionID: "s", Provider: "p", Model: "m", Account: strings.Repeat("x", 129)}, ok.fn)
+	require.ErrorContains(t, err, "account")
 }
 
 // When the retry budget is spent, the failed attempt is the final one and
