@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -55,6 +56,16 @@ type Key struct {
 
 	hash [sha256.Size]byte
 }
+
+// String names the key's client, and nothing else: the key's credentials
+// never reach a log through it.
+func (k Key) String() string { return "client key " + k.Name }
+
+// GoString is String, for %#v.
+func (k Key) GoString() string { return k.String() }
+
+// LogValue is the key's name, for slog.
+func (k Key) LogValue() slog.Value { return slog.StringValue(k.Name) }
 
 // Keys are the client keys of a gateway, by the SHA-256 of each key.
 type Keys struct {

@@ -3,6 +3,8 @@ package gateway
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -170,6 +172,20 @@ func TestParseKeysRefuses(t *testing.T) {
 		for _, w := range tc.want {
 			assert.Contains(t, err.Error(), w, tc.name)
 		}
+	}
+}
+
+// A key printed or logged shows its name, never its credentials.
+func TestKeyNeverPrintsItsCredentials(t *testing.T) {
+	ks := keyFileFor(t, "lk-a", "lk-b")
+	k := ks.lookup("lk-a")
+	require.NotNil(t, k)
+	var buf strings.Builder
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "key", k)
+	for _, s := range []string{fmt.Sprint(k), fmt.Sprintf("%+v %#v", *k, *k), fmt.Sprintf("%v %+v %#v %s", k, k, k, k), buf.String()} {
+		assert.Contains(t, s, "team-a")
+		assert.NotContains(t, s, "sk-")
+		assert.NotContains(t, s, "gm-key")
 	}
 }
 
