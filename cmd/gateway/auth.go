@@ -70,6 +70,9 @@ func (a *authFlags) load(logger *slog.Logger) (*gateway.Keys, error) {
 		return nil, cli.Usagef("--keys: %v", err)
 	}
 	logger.Info("gateway: client keys loaded", "file", a.keys, "keys", keys.Len(), "names", keys.Names())
+	if st, err := os.Stat(a.keys); err == nil && st.Mode().Perm()&0o077 != 0 && keys.HoldCredentials() {
+		logger.Warn("gateway: the key file holds provider credentials and others may read it", "file", a.keys, "mode", st.Mode().Perm().String())
+	}
 	return keys, nil
 }
 

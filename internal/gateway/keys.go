@@ -131,6 +131,9 @@ func ParseKeys(r io.Reader, getenv func(string) string) (*Keys, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidKeys, err)
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: more than one JSON value; the file is one object {\"keys\": [...]}", ErrInvalidKeys)
+	}
 	if len(f.Keys) == 0 {
 		return nil, fmt.Errorf("%w: \"keys\" is empty; it must list at least one key", ErrInvalidKeys)
 	}
@@ -231,6 +234,16 @@ func NewKey() (key, sha string, err error) {
 	key = KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
 	sum := sha256.Sum256([]byte(key))
 	return key, hex.EncodeToString(sum[:]), nil
+}
+
+// HoldCredentials reports whether some key holds provider credentials.
+func (k *Keys) HoldCredentials() bool {
+	for _, v := range k.byHash {
+		if len(v.Credentials) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Names returns the names of the keys, sorted.

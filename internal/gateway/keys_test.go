@@ -157,6 +157,7 @@ func TestParseKeysRefuses(t *testing.T) {
 		want       []string
 	}{
 		{"empty", `{"keys":[]}`, []string{"empty"}},
+		{"two values", `{"keys":[{"name":"a",` + h + `}]} {}`, []string{"one object"}},
 		{"unknown member", `{"keys":[{"name":"a",` + h + `,"sesion":"x"}]}`, []string{"sesion"}},
 		{"bad name", `{"keys":[{"name":"a b",` + h + `}]}`, []string{"keys[0]", "name"}},
 		{"bad hash", `{"keys":[{"name":"a","sha256":"abc"}]}`, []string{"keys[0]", "sha256"}},
