@@ -15,6 +15,7 @@ import (
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/gateway"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 	"github.com/agentledger/ledger/internal/topology"
@@ -49,6 +50,10 @@ func startGatewayRig(t *testing.T, seed uint64, mix fakeprovider.Mix, policy ret
 	t.Helper()
 	r := &gatewayRig{ledger: ledgertest.Start(t)}
 	r.js = r.ledger.Connect(t).JetStream()
+	require.Eventually(t, func() bool {
+		_, err := r.js.KeyValue(context.Background(), names.RequestsBucket)
+		return err == nil
+	}, 30*time.Second, 5*time.Millisecond, "the aggregator creates the ledger's buckets, which the gateway looks requests up in")
 	var err error
 	r.fp, err = fakeprovider.Listen("127.0.0.1:0", fakeprovider.Options{Seed: seed, Mix: mix})
 	require.NoError(t, err)
