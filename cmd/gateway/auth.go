@@ -19,6 +19,7 @@ import (
 type authFlags struct {
 	keys     string
 	insecure bool
+	loaded   *gateway.Keys // by load
 }
 
 func (a *authFlags) register(fs *flag.FlagSet) {
@@ -56,24 +57,25 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// load reads the key file, when there is one, and warns when the gateway
-// will serve without authentication beyond loopback.
-func (a *authFlags) load(logger *slog.Logger) (*gateway.Keys, error) {
+// load reads the key file, when there is one, into loaded, and warns
+// when the gateway will serve without authentication beyond loopback.
+func (a *authFlags) load(logger *slog.Logger) error {
 	if a.keys == "" {
 		if a.insecure {
 			logger.Warn("gateway: serving without client keys (--insecure-no-auth): anyone who reaches the address can spend the credentials it forwards and write to the ledger")
 		}
-		return nil, nil
+		return nil
 	}
 	keys, err := gateway.LoadKeys(a.keys, os.Getenv)
 	if err != nil {
-		return nil, cli.Usagef("--keys: %v", err)
+		return cli.Usagef("--keys: %v", err)
 	}
 	logger.Info("gateway: client keys loaded", "file", a.keys, "keys", keys.Len(), "names", keys.Names())
 	if st, err := os.Stat(a.keys); err == nil && st.Mode().Perm()&0o077 != 0 && keys.HoldCredentials() {
 		logger.Warn("gateway: the key file holds provider credentials and others may read it", "file", a.keys, "mode", st.Mode().Perm().String())
 	}
-	return keys, nil
+	a.loaded = keys
+	return nil
 }
 
 const keyUsage = `usage: gateway key new NAME

@@ -178,15 +178,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger, _ := f.logs.New(stderr)
-	keys, err := f.auth.load(logger)
-	if err != nil {
+	if err := f.auth.load(logger); err != nil {
 		return err
 	}
 	ledger, err := openLedger(ctx, f, logger)
 	if err != nil {
 		return err
 	}
-	gw, err := newGateway(f, ledger, keys, logger)
+	gw, err := newGateway(f, ledger, logger)
 	if err != nil {
 		ledger.close(ctx, logger)
 		return &cli.ExitError{Code: cli.ExitUsage, Err: err}
@@ -215,7 +214,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // newGateway builds the gateway on the ledger's publisher and bucket. The
 // middleware's breakers are a group of this process; a fleet-wide group
 // (shared over NATS) is what Retry.Breakers takes when there is one.
-func newGateway(f *flags, l *ledgerConn, keys *gateway.Keys, logger *slog.Logger) (*gateway.Gateway, error) {
+func newGateway(f *flags, l *ledgerConn, logger *slog.Logger) (*gateway.Gateway, error) {
 	ups := make(map[string]string, len(f.upstreams))
 	for p, u := range f.upstreams {
 		ups[p] = *u
@@ -224,7 +223,7 @@ func newGateway(f *flags, l *ledgerConn, keys *gateway.Keys, logger *slog.Logger
 		Upstreams:            ups,
 		Retry:                retry.Options{Policy: f.policy, Sink: l.pub, Guards: l.guards, Logger: logger},
 		Attempts:             gateway.NewKVAttempts(l.attempts, gateway.NewKVLedger(l.conn.JS)),
-		Keys:                 keys,
+		Keys:                 f.auth.loaded,
 		DefaultSession:       f.defaultSession,
 		ForwardLedgerHeaders: f.forward,
 		AttemptTimeout:       f.attemptTimeout,
