@@ -74,6 +74,10 @@ func TestOptionsAreValidated(t *testing.T) {
 			_, err := ledger.NewPublisher(ctx, nil, ledger.WithCreateStream(ledger.StreamConfig{Replicas: 9}))
 			return err
 		}(),
+		"WithOutbox": func() error {
+			_, err := ledger.NewPublisher(ctx, nil, ledger.WithOutbox(""))
+			return err
+		}(),
 	} {
 		assert.ErrorIs(t, err, ledger.ErrInvalidOption, name)
 		assert.ErrorContains(t, err, strings.TrimSpace(name))

@@ -68,10 +68,16 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 	if f.create {
 		opts = append(opts, emit.WithEnsureStream(f.topo))
 	}
+	if f.outbox != "" {
+		opts = append(opts, emit.WithOutbox(f.outbox))
+	}
 	pub, err := emit.New(conn.JS, opts...)
 	if err != nil {
 		closeGuards()
 		return fail(err)
+	}
+	if st := pub.Stats(); st.Recovered > 0 {
+		logger.Warn("gateway: delivering the events an earlier run left in the outbox", "outbox", f.outbox, "events", st.Recovered)
 	}
 	return &ledgerConn{conn: conn, pub: pub, attempts: kv, guards: guards, closeGuards: closeGuards, drain: f.drainTimeout}, nil
 }
@@ -82,7 +88,13 @@ func (l *ledgerConn) close(ctx context.Context, logger *slog.Logger) (emit.Stats
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.drain)
 	defer cancel()
 	st, err := l.pub.Close(dctx)
-	if err != nil {
+	var ue *emit.UndeliveredError
+	switch {
+	case errors.As(err, &ue) && ue.AllKept():
+		// Not lost: the next start with the same --outbox delivers them.
+		logger.Warn("gateway: events kept in the outbox for the next start", "kept", st.Kept, "outbox", ue.Outbox, "error", err)
+		st.Undelivered, err = 0, nil
+	case err != nil:
 		logger.Error("gateway: events undelivered", "undelivered", st.Undelivered, "error", err)
 	}
 	l.closeGuards()

@@ -76,6 +76,7 @@ type flags struct {
 	create                        bool
 	topo                          topology.Config
 	drainTimeout, shutdownTimeout time.Duration
+	outbox                        string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -111,6 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.topo.Replicas, "replicas", 0, "replicas of what the gateway creates (the stream with --create-stream, its bucket), 1 to 5 (0: 1)")
 	fs.DurationVar(&f.topo.DuplicateWindow, "duplicate-window", 0, "with --create-stream: the stream's duplicate window (0: 2m)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait at the end for the stream to acknowledge the events")
+	fs.StringVar(&f.outbox, "outbox", "", "keep every event on disk in this `directory` until the stream acknowledges it (fsynced before the call's answer); the next start with the same --outbox delivers what a stopped or killed gateway left, exactly once (default: in memory only, lost if the gateway stops during a NATS outage)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long calls in flight may finish after SIGINT/SIGTERM before they are cut")
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
@@ -191,7 +193,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	serveErr := serve(ctx, ln, gw, f.shutdownTimeout, logger)
 	st, closeErr := ledger.close(ctx, logger)
 	logger.Info("gateway: stopped", "calls", gw.Middleware().Stats().Calls, "attempts", gw.Middleware().Stats().Attempts,
-		"events_acked", st.Acked, "events_undelivered", st.Undelivered)
+		"events_acked", st.Acked, "events_undelivered", st.Undelivered, "events_kept_in_outbox", st.Kept)
 	switch {
 	case serveErr != nil:
 		return &cli.ExitError{Code: cli.ExitUsage, Err: serveErr}

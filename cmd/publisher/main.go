@@ -79,6 +79,7 @@ type natsFlags struct {
 	create       bool
 	topo         topology.Config
 	logs         logflag.Flags
+	outbox       string
 }
 
 func (n *natsFlags) register(fs *flag.FlagSet) {
@@ -87,6 +88,7 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&n.create, "create-stream", false, "create LEDGER_ATTEMPTS when it is missing (normally the aggregator does); warns when the existing one differs from --replicas and --duplicate-window")
 	fs.IntVar(&n.topo.Replicas, "replicas", 0, "with --create-stream: replicas of the stream, 1 to 5 (0: the default, 1)")
 	fs.DurationVar(&n.topo.DuplicateWindow, "duplicate-window", 0, "with --create-stream: the stream's duplicate window (0: the default, 2m)")
+	fs.StringVar(&n.outbox, "outbox", "", "keep every event on disk in this `directory` until the stream acknowledges it (fsynced before it is counted enqueued); the next run with the same --outbox delivers what a stopped or killed run left, exactly once (default: in memory only)")
 	n.logs.Register(fs, "warn")
 }
 
@@ -142,22 +144,41 @@ func connect(ctx context.Context, n natsFlags, logger *slog.Logger) (*session, e
 	if n.create {
 		opts = append(opts, emit.WithEnsureStream(n.topo))
 	}
+	if n.outbox != "" {
+		opts = append(opts, emit.WithOutbox(n.outbox))
+	}
 	pub, err := emit.New(conn.JS, opts...)
 	if err != nil {
 		conn.Close()
-		return nil, err
+		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
+	}
+	if st := pub.Stats(); st.Recovered > 0 {
+		logger.Warn("publisher: delivering the events an earlier run left in the outbox", "outbox", n.outbox, "events", st.Recovered)
 	}
 	return &session{conn: conn, pub: pub, drain: n.drainTimeout}, nil
 }
 
 // close drains the publisher (even when ctx is done: what was enqueued is
-// flushed within the drain timeout) and closes the connection.
-func (s *session) close(ctx context.Context) (emit.Stats, error) {
+// flushed within the drain timeout) and closes the connection. Events left
+// in the outbox are not an error: the next run delivers them; they are
+// logged at WARN and counted in Stats.Kept.
+func (s *session) close(ctx context.Context, logger *slog.Logger) (emit.Stats, error) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.drain)
 	defer cancel()
 	st, err := s.pub.Close(dctx)
 	s.conn.Close()
+	if kept(err) {
+		logger.Warn("publisher: events kept in the outbox; the next run with the same --outbox delivers them", "error", err)
+		st.Undelivered, err = 0, nil
+	}
 	return st, err
+}
+
+// kept reports whether err is an *emit.UndeliveredError whose events all
+// stay in the outbox.
+func kept(err error) bool {
+	var ue *emit.UndeliveredError
+	return errors.As(err, &ue) && ue.AllKept()
 }
 
 // newLogger is the logger the flags ask for (validate checked them).

@@ -2,42 +2,24 @@ package emit
 
 import (
 	"context"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentledger/ledger/internal/embedded"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/natstest"
 )
 
-// restartServer starts a server again on srv's port and store, as after
-// an outage, and returns a new connection to it.
+// restartServer starts srv again, as after an outage, and returns a new
+// connection to it.
 func restartServer(t *testing.T, srv *natstest.Server) jetstream.JetStream {
 	t.Helper()
-	u, err := url.Parse(srv.URL())
-	require.NoError(t, err)
-	port, err := strconv.Atoi(u.Port())
-	require.NoError(t, err)
-	again, err := embedded.Start(&server.Options{
-		Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: srv.StoreDir, NoLog: true,
-	})
-	require.NoError(t, err)
-	t.Cleanup(again.Shutdown)
-	nc, err := nats.Connect(again.URL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	_, js := srv.Restart(t).Connect(t)
 	return js
 }
 
