@@ -28,6 +28,10 @@ type ledgerConn struct {
 	guards      *guard.Set
 	closeGuards func()
 	drain       time.Duration
+	// ctx is openLedger's, ended as soon as the server refuses a
+	// permission (connect.Conn.Guard); unguard releases it.
+	ctx     context.Context
+	unguard context.CancelFunc
 }
 
 // openLedger connects, checks (or, asked to, creates) LEDGER_ATTEMPTS,
@@ -39,9 +43,11 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 	if err != nil {
 		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
+	ctx, unguard := conn.Guard(ctx)
 	fail := func(err error) (*ledgerConn, error) {
+		unguard()
 		conn.Close()
-		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
+		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: conn.Explain(err)}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -79,7 +85,8 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 	if st := pub.Stats(); st.Recovered > 0 {
 		logger.Warn("gateway: delivering the events an earlier run left in the outbox", "outbox", f.outbox, "events", st.Recovered)
 	}
-	return &ledgerConn{conn: conn, pub: pub, attempts: kv, guards: guards, closeGuards: closeGuards, drain: f.drainTimeout}, nil
+	return &ledgerConn{conn: conn, pub: pub, attempts: kv, guards: guards, closeGuards: closeGuards, drain: f.drainTimeout,
+		ctx: ctx, unguard: unguard}, nil
 }
 
 // close flushes the events (within the drain timeout, even when ctx is
@@ -98,6 +105,7 @@ func (l *ledgerConn) close(ctx context.Context, logger *slog.Logger) (emit.Stats
 		logger.Error("gateway: events undelivered", "undelivered", st.Undelivered, "error", err)
 	}
 	l.closeGuards()
+	l.unguard()
 	l.conn.Close()
 	return st, err
 }

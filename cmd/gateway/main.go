@@ -177,6 +177,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ctx = ledger.ctx // ends when the server refuses a permission
 	gw, err := newGateway(f, ledger, logger)
 	if err != nil {
 		ledger.close(ctx, logger)
@@ -195,6 +196,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logger.Info("gateway: stopped", "calls", gw.Middleware().Stats().Calls, "attempts", gw.Middleware().Stats().Attempts,
 		"events_acked", st.Acked, "events_undelivered", st.Undelivered, "events_kept_in_outbox", st.Kept)
 	switch {
+	case ledger.conn.Denied() != nil:
+		return &cli.ExitError{Code: cli.ExitUsage, Err: ledger.conn.Explain(serveErr)}
 	case serveErr != nil:
 		return &cli.ExitError{Code: cli.ExitUsage, Err: serveErr}
 	case closeErr != nil || st.Undelivered > 0:

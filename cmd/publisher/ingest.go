@@ -72,7 +72,7 @@ type ingestSummary struct {
 	Errors      []string      `json:"errors,omitempty"`
 }
 
-func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	f, err := parseIngest(args, stderr)
 	if err != nil {
 		return err
@@ -91,6 +91,8 @@ func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return err
 	}
+	ctx = conn.ctx
+	defer func() { err = conn.explain(err) }()
 
 	sum := ingestSummary{Input: f.input}
 	readErr := ingestLines(ctx, in, f.maxLine, &sum, func(n int64, ev *events.Attempt) {

@@ -120,6 +120,10 @@ type session struct {
 	conn  *connectpkg.Conn
 	pub   *emit.Publisher
 	drain time.Duration
+	// ctx is the caller's, ended as soon as the server refuses a
+	// permission (connect.Conn.Guard); unguard releases it.
+	ctx     context.Context
+	unguard context.CancelFunc
 }
 
 // connect reaches NATS, checks (or, asked to, creates) LEDGER_ATTEMPTS
@@ -131,14 +135,16 @@ func connect(ctx context.Context, n natsFlags, logger *slog.Logger) (*session, e
 	if err != nil {
 		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
-	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	gctx, unguard := conn.Guard(ctx)
+	ectx, cancel := context.WithTimeout(gctx, 10*time.Second)
 	defer cancel()
 	if err := topology.PrepareAttempts(ectx, conn.JS, n.createConfig(), logger); err != nil {
 		if errors.Is(err, topology.ErrNoAttempts) {
 			err = fmt.Errorf("%w: start the aggregator first, or pass --create-stream", err)
 		}
+		unguard()
 		conn.Close()
-		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
+		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: conn.Explain(err)}
 	}
 	opts := []emit.Option{emit.WithErrorHandler(func(err error) { logger.Warn("publish failed; retrying", slog.Any("error", err)) })}
 	if n.create {
@@ -149,13 +155,14 @@ func connect(ctx context.Context, n natsFlags, logger *slog.Logger) (*session, e
 	}
 	pub, err := emit.New(conn.JS, opts...)
 	if err != nil {
+		unguard()
 		conn.Close()
 		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
 	if st := pub.Stats(); st.Recovered > 0 {
 		logger.Warn("publisher: delivering the events an earlier run left in the outbox", "outbox", n.outbox, "events", st.Recovered)
 	}
-	return &session{conn: conn, pub: pub, drain: n.drainTimeout}, nil
+	return &session{conn: conn, pub: pub, drain: n.drainTimeout, ctx: gctx, unguard: unguard}, nil
 }
 
 // close drains the publisher (even when ctx is done: what was enqueued is
@@ -166,12 +173,23 @@ func (s *session) close(ctx context.Context, logger *slog.Logger) (emit.Stats, e
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.drain)
 	defer cancel()
 	st, err := s.pub.Close(dctx)
+	s.unguard()
 	s.conn.Close()
 	if kept(err) {
 		logger.Warn("publisher: events kept in the outbox; the next run with the same --outbox delivers them", "error", err)
 		st.Undelivered, err = 0, nil
 	}
 	return st, err
+}
+
+// explain reports a permission the server refused, which names the
+// subject, in place of err, its consequence (see connect.Conn.Explain),
+// as a runtime error.
+func (s *session) explain(err error) error {
+	if s.conn.Denied() == nil {
+		return err
+	}
+	return &cli.ExitError{Code: cli.ExitUsage, Err: s.conn.Explain(err)}
 }
 
 // kept reports whether err is an *emit.UndeliveredError whose events all

@@ -202,7 +202,7 @@ type truthSummary struct {
 	Overhead events.Usage `json:"overhead"`
 }
 
-func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	f, err := parseSimulate(args, stderr)
 	if err != nil {
 		return err
@@ -215,6 +215,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	ctx = conn.ctx
+	defer func() { err = conn.explain(err) }()
 	cfg := f.cfg
 	cfg.Sink = conn.pub
 	cfg.Logger = logger

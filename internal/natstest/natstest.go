@@ -39,6 +39,12 @@ func Start(t testing.TB, options ...Option) *Server {
 		NoLog:     true,
 		NoSigs:    true,
 	}
+	return start(t, opts, options)
+}
+
+// start applies options to opts and runs the server until cleanup.
+func start(t testing.TB, opts *server.Options, options []Option) *Server {
+	t.Helper()
 	for _, o := range options {
 		o(opts)
 	}
@@ -47,7 +53,7 @@ func Start(t testing.TB, options ...Option) *Server {
 		t.Fatalf("natstest: %v", err)
 	}
 	t.Cleanup(s.Shutdown)
-	return &Server{Server: s, StoreDir: dir}
+	return &Server{Server: s, StoreDir: opts.StoreDir}
 }
 
 // Connect opens a connection to the server, closed at cleanup.
