@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
@@ -19,16 +18,7 @@ import (
 
 // as adds the connection flags of role on srv to args.
 func as(srv *natstest.Server, role string, args ...string) []string {
-	return append(args, "--nats-url", srv.RoleURL(role), "--inbox-prefix", natstest.InboxPrefix(role))
-}
-
-// roleConn connects to srv as role, with its inbox prefix.
-func roleConn(t *testing.T, srv *natstest.Server, role string) *connect.Conn {
-	t.Helper()
-	conn, err := connect.Open(connect.Options{URL: srv.RoleURL(role), InboxPrefix: natstest.InboxPrefix(role)})
-	require.NoError(t, err)
-	t.Cleanup(conn.Close)
-	return conn
+	return append(args, srv.RoleArgs(role)...)
 }
 
 // runAs runs one subcommand to its end.
@@ -55,14 +45,14 @@ func TestEveryCommandRunsWithItsRoleOnly(t *testing.T) {
 		done <- command(runCtx, as(srv, "aggregator", "run", "--lease-ttl", "300ms"), io.Discard, &runErr)
 	}()
 
-	pub := roleConn(t, srv, "publisher")
+	_, pub := srv.ConnectAs(t, "publisher")
 	require.Eventually(t, func() bool {
-		_, err := pub.JS.Stream(ctx, names.AttemptsStream)
+		_, err := pub.Stream(ctx, names.AttemptsStream)
 		return err == nil
 	}, 30*time.Second, 20*time.Millisecond, "the aggregator creates the stream; stderr:\n%s", runErr.String())
 	w := ledgertest.Generate(rand.New(rand.NewPCG(3, 4)), ledgertest.Spec{Sessions: 2, Calls: 10, Prefix: "role-"})
-	ledgertest.Publish(t, pub.JS, w.Messages)
-	_, err := pub.JS.Publish(ctx, "ledger.attempts.sess-x.req-x", []byte("{not json")) // rejected: LEDGER_REJECTED
+	ledgertest.Publish(t, pub, w.Messages)
+	_, err := pub.Publish(ctx, "ledger.attempts.sess-x.req-x", []byte("{not json")) // rejected: LEDGER_REJECTED
 	require.NoError(t, err)
 
 	for _, c := range []struct {
@@ -110,7 +100,8 @@ func TestAMissingPermissionIsNamedAtOnce(t *testing.T) {
 				done := make(chan int, 1)
 				go func() { done <- command(runCtx, as(srv, "aggregator", "run"), io.Discard, io.Discard) }()
 				w := ledgertest.Generate(rand.New(rand.NewPCG(5, 6)), ledgertest.Spec{Sessions: 2, Calls: 4})
-				ledgertest.Publish(t, roleConn(t, srv, "publisher").JS, w.Messages)
+				_, pub := srv.ConnectAs(t, "publisher")
+				ledgertest.Publish(t, pub, w.Messages)
 				code, _, stderr := runAs(t, ctx, as(srv, "aggregator", "wait", "--timeout", "30s"))
 				require.Equal(t, 0, code, stderr)
 				stopRun()

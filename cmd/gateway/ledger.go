@@ -92,7 +92,11 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 // close flushes the events (within the drain timeout, even when ctx is
 // done) and closes the connection.
 func (l *ledgerConn) close(ctx context.Context, logger *slog.Logger) (emit.Stats, error) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.drain)
+	// The drain ends early only when the server refuses a permission:
+	// retrying until the drain timeout could not help.
+	gctx, unguard := l.conn.Guard(context.WithoutCancel(ctx))
+	defer unguard()
+	dctx, cancel := context.WithTimeout(gctx, l.drain)
 	defer cancel()
 	st, err := l.pub.Close(dctx)
 	var ue *emit.UndeliveredError

@@ -170,10 +170,13 @@ func connect(ctx context.Context, n natsFlags, logger *slog.Logger) (*session, e
 // in the outbox are not an error: the next run delivers them; they are
 // logged at WARN and counted in Stats.Kept.
 func (s *session) close(ctx context.Context, logger *slog.Logger) (emit.Stats, error) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.drain)
+	// The drain ends early only when the server refuses a permission:
+	// retrying until the drain timeout could not help.
+	gctx, unguard := s.conn.Guard(context.WithoutCancel(ctx))
+	defer unguard()
+	dctx, cancel := context.WithTimeout(gctx, s.drain)
 	defer cancel()
 	st, err := s.pub.Close(dctx)
-	s.unguard()
 	s.conn.Close()
 	if kept(err) {
 		logger.Warn("publisher: events kept in the outbox; the next run with the same --outbox delivers them", "error", err)
@@ -184,8 +187,9 @@ func (s *session) close(ctx context.Context, logger *slog.Logger) (emit.Stats, e
 
 // explain reports a permission the server refused, which names the
 // subject, in place of err, its consequence (see connect.Conn.Explain),
-// as a runtime error.
+// as a runtime error. It ends s.ctx: call it last.
 func (s *session) explain(err error) error {
+	s.unguard()
 	if s.conn.Denied() == nil {
 		return err
 	}

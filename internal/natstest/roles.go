@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Roles are the users of the shipped roles example (examples/nats/roles.conf).
@@ -72,4 +74,26 @@ func WithoutGrant(role, subject string) Option {
 			}
 		}
 	}
+}
+
+// RoleArgs are the connection flags of a command run as role: its URL and
+// its inbox prefix.
+func (s *Server) RoleArgs(role string) []string {
+	return []string{"--nats-url", s.RoleURL(role), "--inbox-prefix", InboxPrefix(role)}
+}
+
+// ConnectAs opens a connection as role, with its inbox prefix, closed at
+// cleanup.
+func (s *Server) ConnectAs(t testing.TB, role string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.RoleURL(role), nats.CustomInboxPrefix(InboxPrefix(role)))
+	if err != nil {
+		t.Fatalf("natstest: connect as %s: %v", role, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	return nc, js
 }
