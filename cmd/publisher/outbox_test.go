@@ -17,39 +17,9 @@ import (
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
+	"github.com/agentledger/ledger/internal/proctest"
 	"github.com/agentledger/ledger/internal/topology"
 )
-
-// output is a file a child process writes to directly, readable while it
-// runs.
-type output struct{ f *os.File }
-
-func (o output) String() string {
-	b, _ := os.ReadFile(o.f.Name())
-	return string(b)
-}
-
-// publisherProcess starts this test binary as the publisher command, a
-// real OS process, with args.
-func publisherProcess(t *testing.T, stdin io.Reader, args ...string) (*exec.Cmd, output, output) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), reexecEnv+"=1")
-	stdout, err := os.CreateTemp(t.TempDir(), "stdout")
-	require.NoError(t, err)
-	stderr, err := os.CreateTemp(t.TempDir(), "stderr")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = stdout.Close(); _ = stderr.Close() })
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	return cmd, output{stdout}, output{stderr}
-}
 
 func outboxEvents(t *testing.T, dir string) int {
 	t.Helper()
@@ -86,7 +56,7 @@ func TestSIGKILLDuringAnOutageLosesNoEvent(t *testing.T) {
 	pr, pw, err := os.Pipe() // the child reads the pipe itself: no copying goroutine here
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pw.Close() })
-	cmd, _, stderr := publisherProcess(t, pr, "ingest", "--nats-url", srv.URL(), "--outbox", outbox, "--log-level", "debug")
+	child := proctest.Start(t, pr, "ingest", "--nats-url", srv.URL(), "--outbox", outbox, "--log-level", "debug")
 	require.NoError(t, pr.Close())
 	ids := map[string]bool{}
 	send := func(prefix string, n int) {
@@ -99,23 +69,23 @@ func TestSIGKILLDuringAnOutageLosesNoEvent(t *testing.T) {
 	}
 	send("before", before)
 	require.Eventually(t, func() bool { return streamCount(ctx, js) == before && outboxEvents(t, outbox) == 0 },
-		30*time.Second, 10*time.Millisecond, "events before the outage acked and reclaimed; stderr:\n%s", stderr)
+		30*time.Second, 10*time.Millisecond, "events before the outage acked and reclaimed; stderr:\n%s", child.Stderr)
 
 	srv.Shutdown() // the outage
 	send("during", during)
 	require.Eventually(t, func() bool { return outboxEvents(t, outbox) == during },
-		30*time.Second, 10*time.Millisecond, "events of the outage on disk; stderr:\n%s", stderr)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		30*time.Second, 10*time.Millisecond, "events of the outage on disk; stderr:\n%s", child.Stderr)
+	require.NoError(t, child.Cmd.Process.Signal(syscall.SIGKILL))
 	_ = pw.Close()
-	err = cmd.Wait()
+	err = child.Cmd.Wait()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)
 	assert.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal())
 
 	_, js = srv.Restart(t).Connect(t) // NATS is back
-	again, stdout, stderr2 := publisherProcess(t, nil, "ingest", "--nats-url", srv.URL(), "--outbox", outbox, "--json")
-	require.NoError(t, again.Wait(), "stderr:\n%s", stderr2)
-	assert.Contains(t, stdout.String(), fmt.Sprintf(`"recovered": %d`, during))
+	again := proctest.Start(t, nil, "ingest", "--nats-url", srv.URL(), "--outbox", outbox, "--json")
+	require.NoError(t, again.Cmd.Wait(), "stderr:\n%s", again.Stderr)
+	assert.Contains(t, again.Stdout.String(), fmt.Sprintf(`"recovered": %d`, during))
 
 	got := readStream(t, js)
 	assert.Len(t, got, before+during, "every event once")
