@@ -56,7 +56,10 @@
 // (OutboxEvents, OutboxBytes); InspectOutbox reads a directory without
 // opening it. The outbox makes what the Publisher holds durable; it does
 // not hold more than fits in memory (the queue is sized to its limit).
-// A file lock gives the directory one owner at a time.
+// A file lock gives the directory one owner at a time. A write whose fsync
+// fails is refused (Publish returns the error); its record may still be in
+// the file and be published at the next start, which the event ID makes
+// harmless if the caller published the event again meanwhile.
 //
 // A NATS leaf node with a local JetStream stream (sourced into
 // LEDGER_ATTEMPTS) was considered instead: it would make the outbox a

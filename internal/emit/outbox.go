@@ -75,6 +75,8 @@ type outbox struct {
 	closed bool
 
 	syncMu sync.Mutex
+	// fsync is (*os.File).Sync; a fault seam for tests.
+	fsync func(*os.File) error
 
 	depth      atomic.Int64 // events, for Stats without the lock
 	depthBytes atomic.Int64
@@ -108,7 +110,8 @@ func openOutbox(dir string, maxEvents int, maxBytes int64) (*outbox, []recovered
 	if err != nil {
 		return nil, nil, fmt.Errorf("emit: outbox %s: %w", dir, err)
 	}
-	o := &outbox{dir: dir, maxEvents: maxEvents, maxBytes: maxBytes, segBytes: outboxSegmentBytes, lock: lock, room: make(chan struct{})}
+	o := &outbox{dir: dir, maxEvents: maxEvents, maxBytes: maxBytes, segBytes: outboxSegmentBytes, lock: lock,
+		room: make(chan struct{}), fsync: (*os.File).Sync}
 	recs, err := o.recover()
 	if err != nil {
 		_ = lock.Close()
@@ -338,7 +341,7 @@ func (o *outbox) newSegment() (*segment, error) {
 func (o *outbox) seal(seg *segment) error {
 	seg.sealed = true
 	if seg.f != nil {
-		if err := seg.f.Sync(); err != nil {
+		if err := o.fsync(seg.f); err != nil {
 			return fmt.Errorf("emit: outbox %s: fsync: %w", o.dir, err)
 		}
 		seg.synced.Store(seg.written)
@@ -376,7 +379,7 @@ func (o *outbox) waitSynced(seg *segment, end int64) error {
 		// Sealed (and so synced) meanwhile, or removed: nothing left to do.
 		return nil
 	}
-	if err := f.Sync(); err != nil {
+	if err := o.fsync(f); err != nil {
 		return err
 	}
 	if seg.synced.Load() < written {

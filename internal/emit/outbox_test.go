@@ -2,6 +2,7 @@ package emit
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -176,4 +177,25 @@ func TestOutboxOptionsAreValidated(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidOption)
 		assert.Contains(t, err.Error(), tc.want)
 	}
+}
+
+// A write the disk does not confirm is refused: Publish says so, and the
+// event is neither counted nor kept.
+func TestOutboxFsyncFailureRefusesTheEvent(t *testing.T) {
+	_, _, js := natstest.StartJS(t)
+	ensureStream(t, js)
+	p := newPublisher(t, js, WithOutbox(t.TempDir()))
+	p.outbox.fsync = func(*os.File) error { return errors.New("injected: the disk is gone") }
+	ev := sampleEvent("s", "r", "evt-unsynced")
+	err := p.Publish(testContext(t), &ev)
+	require.ErrorContains(t, err, "fsync: injected: the disk is gone")
+	st := p.Stats()
+	assert.Zero(t, st.Enqueued)
+	assert.Zero(t, st.OutboxEvents)
+
+	p.outbox.fsync = (*os.File).Sync
+	ok := makeEvents("synced", 3)
+	publishAll(t, p, ok)
+	require.NoError(t, p.Flush(testContext(t)))
+	requireLanded(t, js, ok)
 }
