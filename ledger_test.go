@@ -79,6 +79,10 @@ func TestOptionsAreValidated(t *testing.T) {
 			_, err := ledger.NewPublisher(ctx, nil, ledger.WithCreateStream(ledger.StreamConfig{Replicas: 9}))
 			return err
 		}(),
+		"WithOutboxLimits": func() error {
+			_, err := ledger.NewPublisher(ctx, nil, ledger.WithOutboxLimits(0, 1))
+			return err
+		}(),
 		"WithOutbox": func() error {
 			_, err := ledger.NewPublisher(ctx, nil, ledger.WithOutbox(""))
 			return err

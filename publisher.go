@@ -173,6 +173,15 @@ func WithOutbox(dir string) PublisherOption {
 	return emitOption("WithOutbox", dir != "", "directory must not be empty", emit.WithOutbox(dir))
 }
 
+// WithOutboxLimits bounds the outbox of WithOutbox: at most events
+// unacknowledged events and bytes bytes of them (defaults 16384 and
+// 64 MiB). When it is full Publish waits for acks, and returns an error
+// when its context ends first. events and bytes must be positive.
+func WithOutboxLimits(events int, bytes int64) PublisherOption {
+	return emitOption("WithOutboxLimits", events >= 1 && bytes >= 1,
+		fmt.Sprintf("events %d and bytes %d must be positive", events, bytes), emit.WithOutboxLimits(events, bytes))
+}
+
 // WithCreateStream makes NewPublisher create the stream of attempt events
 // with cfg when it does not exist (and the publisher create it again if it
 // disappears). Without it, NewPublisher refuses to start when the stream

@@ -75,7 +75,7 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 		opts = append(opts, emit.WithEnsureStream(f.topo))
 	}
 	if f.outbox != "" {
-		opts = append(opts, emit.WithOutbox(f.outbox))
+		opts = append(opts, emit.WithOutbox(f.outbox), emit.WithOutboxLimits(f.outboxEvents, f.outboxBytes))
 	}
 	pub, err := emit.New(conn.JS, opts...)
 	if err != nil {

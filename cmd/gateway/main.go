@@ -16,6 +16,7 @@ import (
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/connect"
+	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/fleet"
 	"github.com/agentledger/ledger/internal/gateway"
 	"github.com/agentledger/ledger/internal/logflag"
@@ -77,6 +78,8 @@ type flags struct {
 	topo                          topology.Config
 	drainTimeout, shutdownTimeout time.Duration
 	outbox                        string
+	outboxEvents                  int
+	outboxBytes                   int64
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -113,6 +116,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.topo.DuplicateWindow, "duplicate-window", 0, "with --create-stream: the stream's duplicate window (0: 2m)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait at the end for the stream to acknowledge the events")
 	fs.StringVar(&f.outbox, "outbox", "", "keep every event on disk in this `directory` until the stream acknowledges it (fsynced before the call's answer); the next start with the same --outbox delivers what a stopped or killed gateway left, exactly once (default: in memory only, lost if the gateway stops during a NATS outage)")
+	fs.IntVar(&f.outboxEvents, "outbox-max-events", emit.DefaultOutboxMaxEvents, "with --outbox: most unacknowledged events kept; when full, calls wait for acks and are refused past their deadline")
+	fs.Int64Var(&f.outboxBytes, "outbox-max-bytes", emit.DefaultOutboxMaxBytes, "with --outbox: most bytes of unacknowledged events kept")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long calls in flight may finish after SIGINT/SIGTERM before they are cut")
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
@@ -157,6 +162,10 @@ func (f *flags) validate() error {
 		return cli.Usagef("--max-request-bytes: %d must be positive", f.maxRequest)
 	case f.maxResponse < 1:
 		return cli.Usagef("--max-response-bytes: %d must be positive", f.maxResponse)
+	case f.outboxEvents < 1:
+		return cli.Usagef("--outbox-max-events: %d must be at least 1", f.outboxEvents)
+	case f.outboxBytes < 1:
+		return cli.Usagef("--outbox-max-bytes: %d must be at least 1", f.outboxBytes)
 	case f.attemptsTTL < 0:
 		return cli.Usagef("--attempt-numbers-ttl: %s must not be negative (0 keeps them forever)", f.attemptsTTL)
 	}

@@ -80,6 +80,8 @@ type natsFlags struct {
 	topo         topology.Config
 	logs         logflag.Flags
 	outbox       string
+	outboxEvents int
+	outboxBytes  int64
 }
 
 func (n *natsFlags) register(fs *flag.FlagSet) {
@@ -89,6 +91,8 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&n.topo.Replicas, "replicas", 0, "with --create-stream: replicas of the stream, 1 to 5 (0: the default, 1)")
 	fs.DurationVar(&n.topo.DuplicateWindow, "duplicate-window", 0, "with --create-stream: the stream's duplicate window (0: the default, 2m)")
 	fs.StringVar(&n.outbox, "outbox", "", "keep every event on disk in this `directory` until the stream acknowledges it (fsynced before it is counted enqueued); the next run with the same --outbox delivers what a stopped or killed run left, exactly once (default: in memory only)")
+	fs.IntVar(&n.outboxEvents, "outbox-max-events", emit.DefaultOutboxMaxEvents, "with --outbox: most unacknowledged events kept; when full, publishing waits for acks")
+	fs.Int64Var(&n.outboxBytes, "outbox-max-bytes", emit.DefaultOutboxMaxBytes, "with --outbox: most bytes of unacknowledged events kept")
 	n.logs.Register(fs, "warn")
 }
 
@@ -104,6 +108,9 @@ func (n *natsFlags) validate() error {
 	n.conn.ResolveServer(os.Getenv)
 	if n.drainTimeout <= 0 {
 		return cli.Usagef("--drain-timeout: %s must be positive", n.drainTimeout)
+	}
+	if n.outboxEvents < 1 || n.outboxBytes < 1 {
+		return cli.Usagef("--outbox-max-events / --outbox-max-bytes: %d and %d must be positive", n.outboxEvents, n.outboxBytes)
 	}
 	if _, err := topology.AttemptsStreamConfig(n.topo); err != nil {
 		return cli.Usagef("--replicas / --duplicate-window: %v", err)
@@ -151,7 +158,7 @@ func connect(ctx context.Context, n natsFlags, logger *slog.Logger) (*session, e
 		opts = append(opts, emit.WithEnsureStream(n.topo))
 	}
 	if n.outbox != "" {
-		opts = append(opts, emit.WithOutbox(n.outbox))
+		opts = append(opts, emit.WithOutbox(n.outbox), emit.WithOutboxLimits(n.outboxEvents, n.outboxBytes))
 	}
 	pub, err := emit.New(conn.JS, opts...)
 	if err != nil {
