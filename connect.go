@@ -108,6 +108,14 @@ func WithNATSContext(name string) ConnectOption {
 	return stringOption("WithNATSContext", name, func(o *connectOptions) { o.Context = name })
 }
 
+// WithInboxPrefix replaces _INBOX as the prefix of the connection's reply
+// subjects, so that the NATS user can be granted its own replies only: an
+// agent of the publisher role of docs/security.md uses _INBOX_publisher.
+// The prefix must be a subject without wildcards; Connect refuses another.
+func WithInboxPrefix(prefix string) ConnectOption {
+	return stringOption("WithInboxPrefix", prefix, func(o *connectOptions) { o.InboxPrefix = prefix })
+}
+
 // WithEnv takes every setting not given by another option from the nats
 // CLI's environment variables: NATS_URL, NATS_CREDS, NATS_NKEY, NATS_CA,
 // NATS_CERT, NATS_KEY and NATS_CONTEXT.

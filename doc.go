@@ -28,12 +28,16 @@
 //     seed, TLS CA and client certificate, saved contexts, their
 //     environment variables). A refused connection is a *ConnectError that
 //     names the server, what was offered and what was refused; reconnects
-//     are unlimited, with backoff, each one logged.
+//     are unlimited, with backoff, each one logged. WithInboxPrefix gives
+//     the connection the reply subjects of its NATS role (docs/security.md).
 //   - Publisher (publisher.go): the asynchronous publisher of attempt
 //     events. Publish never waits on the network; Flush waits for the acks;
 //     Close drains and says how many events were undelivered. It creates
 //     the stream only when asked (WithCreateStream), and then warns when
-//     the stream that exists differs from what was asked.
+//     the stream that exists differs from what was asked. WithOutbox keeps
+//     the events on disk until they are acknowledged, so that a process
+//     killed during a NATS outage loses none: the next publisher on the
+//     directory delivers them, exactly once.
 //   - Middleware and Do (middleware.go): the retry middleware. Each
 //     logical call (Call) gets a stable request_id shared by its attempts;
 //     each attempt is classified (Classifier), retried under a Policy with

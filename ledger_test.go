@@ -50,7 +50,12 @@ func TestPublisherStream(t *testing.T) {
 func TestOptionsAreValidated(t *testing.T) {
 	ctx := context.Background()
 	for name, err := range map[string]error{
-		"WithURL":            func() error { _, err := ledger.Connect(ctx, ledger.WithURL("")); return err }(),
+		"WithURL":         func() error { _, err := ledger.Connect(ctx, ledger.WithURL("")); return err }(),
+		"WithInboxPrefix": func() error { _, err := ledger.Connect(ctx, ledger.WithInboxPrefix("")); return err }(),
+		"inbox-prefix": func() error {
+			_, err := ledger.Connect(ctx, ledger.WithURL("nats://127.0.0.1:1"), ledger.WithInboxPrefix("_INBOX.>"))
+			return err
+		}(),
 		"WithClientCert":     func() error { _, err := ledger.Connect(ctx, ledger.WithClientCert("c.pem", "")); return err }(),
 		"WithConnectTimeout": func() error { _, err := ledger.Connect(ctx, ledger.WithConnectTimeout(0)); return err }(),
 		"nkey":               func() error { _, err := ledger.Connect(ctx, ledger.WithNKeyFile("/nonexistent/seed.nk")); return err }(),
@@ -72,6 +77,14 @@ func TestOptionsAreValidated(t *testing.T) {
 		}(),
 		"WithCreateStream": func() error {
 			_, err := ledger.NewPublisher(ctx, nil, ledger.WithCreateStream(ledger.StreamConfig{Replicas: 9}))
+			return err
+		}(),
+		"WithOutboxLimits": func() error {
+			_, err := ledger.NewPublisher(ctx, nil, ledger.WithOutboxLimits(0, 1))
+			return err
+		}(),
+		"WithOutbox": func() error {
+			_, err := ledger.NewPublisher(ctx, nil, ledger.WithOutbox(""))
 			return err
 		}(),
 	} {

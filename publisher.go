@@ -55,6 +55,17 @@ type PublisherStats struct {
 	Retries uint64
 	// Undelivered is the number of events never acknowledged; set by Close.
 	Undelivered uint64
+	// Recovered is the number of events read back from the outbox at
+	// start (WithOutbox), left by an earlier publisher; counted in
+	// Enqueued too.
+	Recovered uint64
+	// OutboxEvents and OutboxBytes are the outbox's depth: the events kept
+	// on disk until the stream acknowledges them (0 without an outbox).
+	OutboxEvents uint64
+	OutboxBytes  uint64
+	// Kept is the number of undelivered events left in the outbox for the
+	// next publisher on its directory; set by Close.
+	Kept uint64
 }
 
 // UndeliveredError is what Close returns when some events were never
@@ -65,10 +76,18 @@ type UndeliveredError struct {
 	Count uint64
 	// Last is the last publish failure seen, or Close's context error.
 	Last error
+	// Kept is how many of them stay in the outbox, in directory Outbox,
+	// and are published by the next publisher on it (WithOutbox): with an
+	// outbox, all of them. Kept events are not lost.
+	Kept   uint64
+	Outbox string
 }
 
 func (e *UndeliveredError) Error() string {
 	msg := fmt.Sprintf("ledger: %d event(s) undelivered", e.Count)
+	if e.Kept > 0 {
+		msg += fmt.Sprintf(", %d kept in outbox %s for the next start", e.Kept, e.Outbox)
+	}
 	if e.Last != nil {
 		msg += " (last error: " + e.Last.Error() + ")"
 	}
@@ -137,6 +156,30 @@ func emitOption(name string, ok bool, rule string, opt emit.Option) PublisherOpt
 		o.emit = append(o.emit, opt)
 		return nil
 	}
+}
+
+// WithOutbox keeps every event on disk, in directory dir (created when
+// missing), from before Publish returns until the stream acknowledges it,
+// so that a process that stops or is killed during a NATS outage loses
+// nothing: NewPublisher on the same directory publishes again what it
+// holds, and the event IDs make that exactly once (the stream drops a
+// copy within its duplicate window, the ledger counts an event once
+// anyway). Each write is fsynced; concurrent Publish calls share one
+// fsync. The outbox holds at most 16384 events and 64 MiB: when it is full
+// Publish waits for acks, and returns an error when its context ends
+// first (the event is refused, not dropped). One publisher at a time may
+// use dir. Its depth is in Stats (OutboxEvents, OutboxBytes).
+func WithOutbox(dir string) PublisherOption {
+	return emitOption("WithOutbox", dir != "", "directory must not be empty", emit.WithOutbox(dir))
+}
+
+// WithOutboxLimits bounds the outbox of WithOutbox: at most events
+// unacknowledged events and bytes bytes of them (defaults 16384 and
+// 64 MiB). When it is full Publish waits for acks, and returns an error
+// when its context ends first. events and bytes must be positive.
+func WithOutboxLimits(events int, bytes int64) PublisherOption {
+	return emitOption("WithOutboxLimits", events >= 1 && bytes >= 1,
+		fmt.Sprintf("events %d and bytes %d must be positive", events, bytes), emit.WithOutboxLimits(events, bytes))
 }
 
 // WithCreateStream makes NewPublisher create the stream of attempt events
@@ -242,7 +285,7 @@ func (p *Publisher) Close(ctx context.Context) (PublisherStats, error) {
 	st, err := p.p.Close(ctx)
 	var ue *emit.UndeliveredError
 	if errors.As(err, &ue) {
-		err = &UndeliveredError{Count: ue.Count, Last: ue.Last}
+		err = &UndeliveredError{Count: ue.Count, Last: ue.Last, Kept: ue.Kept, Outbox: ue.Outbox}
 	}
 	return PublisherStats(st), err
 }

@@ -6,9 +6,10 @@ import (
 	"github.com/agentledger/ledger"
 )
 
-// counter is one counter of a snapshot.
+// counter is one counter (or gauge) of a snapshot.
 type counter[S any] struct {
 	desc  *prometheus.Desc
+	kind  prometheus.ValueType
 	value func(S) uint64
 }
 
@@ -27,17 +28,22 @@ func (c *collector[S]) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector[S]) Collect(ch chan<- prometheus.Metric) {
 	s := c.snapshot()
 	for _, k := range c.counters {
-		ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, float64(k.value(s)))
+		ch <- prometheus.MustNewConstMetric(k.desc, k.kind, float64(k.value(s)))
 	}
 }
 
 func newCounter[S any](name, help string, value func(S) uint64) counter[S] {
-	return counter[S]{desc: prometheus.NewDesc(name, help, nil, nil), value: value}
+	return counter[S]{desc: prometheus.NewDesc(name, help, nil, nil), kind: prometheus.CounterValue, value: value}
+}
+
+func newGauge[S any](name, help string, value func(S) uint64) counter[S] {
+	return counter[S]{desc: prometheus.NewDesc(name, help, nil, nil), kind: prometheus.GaugeValue, value: value}
 }
 
 // PublisherCollector collects pub's counters: events enqueued, acked,
-// acked as duplicates, publishes retried, and events undelivered (known
-// once pub is closed).
+// acked as duplicates, publishes retried, events undelivered (known once
+// pub is closed) and recovered from the outbox, and the outbox's depth
+// (gauges, 0 without an outbox).
 func PublisherCollector(pub *ledger.Publisher) prometheus.Collector {
 	type s = ledger.PublisherStats
 	return &collector[s]{snapshot: pub.Stats, counters: []counter[s]{
@@ -46,6 +52,9 @@ func PublisherCollector(pub *ledger.Publisher) prometheus.Collector {
 		newCounter("ledger_publisher_events_duplicate_total", "Acks saying the stream already held the event.", func(s s) uint64 { return s.Duplicates }),
 		newCounter("ledger_publisher_publish_retries_total", "Publishes made again after a failure.", func(s s) uint64 { return s.Retries }),
 		newCounter("ledger_publisher_events_undelivered_total", "Events never acknowledged, counted when the publisher is closed.", func(s s) uint64 { return s.Undelivered }),
+		newCounter("ledger_publisher_events_recovered_total", "Events read back from the outbox at start, left by an earlier process.", func(s s) uint64 { return s.Recovered }),
+		newGauge("ledger_publisher_outbox_events", "Events kept on disk in the outbox until the stream acknowledges them.", func(s s) uint64 { return s.OutboxEvents }),
+		newGauge("ledger_publisher_outbox_bytes", "Bytes of the events kept in the outbox.", func(s s) uint64 { return s.OutboxBytes }),
 	}}
 }
 

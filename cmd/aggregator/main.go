@@ -147,13 +147,24 @@ func (c *connFlags) open(name string) (*connect.Conn, error) {
 	return connect.Open(o)
 }
 
+// guard makes ctx end as soon as the server refuses a permission on conn,
+// and, at the end (unguard, deferred), reports that refusal, which names
+// the subject, in place of *errp, its mere consequence.
+func guard(ctx context.Context, conn *connect.Conn, errp *error) (context.Context, func()) {
+	gctx, cancel := conn.Guard(ctx)
+	return gctx, func() {
+		cancel()
+		*errp = conn.Explain(*errp)
+	}
+}
+
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("aggregator "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	return fs
 }
 
-func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
+func runCmd(ctx context.Context, args []string, stderr io.Writer) (err error) {
 	fs := newFlagSet("run", stderr)
 	var cf connFlags
 	cf.register(fs)
@@ -183,6 +194,8 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer conn.Close()
+	ctx, unguard := guard(ctx, conn, &err)
+	defer unguard()
 	if conn.Embedded != nil {
 		log.Info("started embedded NATS server", "url", conn.Embedded.URL(), "config", cf.config)
 	}
@@ -249,7 +262,7 @@ func warnTopology(ctx context.Context, conn *connect.Conn, want topology.Config,
 	topology.Warn(log, diffs)
 }
 
-func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("report", stderr)
 	var cf connFlags
 	cf.register(fs)
@@ -277,6 +290,8 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer conn.Close()
+	ctx, unguard := guard(ctx, conn, &err)
+	defer unguard()
 	var l *report.Ledger
 	if point != (replay.Point{}) {
 		l, err = pointInTime(ctx, conn, point, *session, stderr)
@@ -324,7 +339,7 @@ func pointInTime(ctx context.Context, conn *connect.Conn, p replay.Point, sessio
 	return nil, fmt.Errorf("%w: %q at that point", report.ErrNoSession, session)
 }
 
-func waitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func waitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("wait", stderr)
 	var cf connFlags
 	cf.register(fs)
@@ -337,6 +352,8 @@ func waitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer conn.Close()
+	ctx, unguard := guard(ctx, conn, &err)
+	defer unguard()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	applied, last, err := projection.WaitCaughtUp(ctx, conn.JS, 20*time.Millisecond)

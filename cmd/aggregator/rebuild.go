@@ -16,7 +16,7 @@ import (
 
 // rebuildCmd rebuilds the live ledger from the whole stream under this
 // binary's code while the live aggregator and the publishers keep running.
-func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("rebuild", stderr)
 	var cf connFlags
 	cf.register(fs)
@@ -34,6 +34,8 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer conn.Close()
+	ctx, unguard := guard(ctx, conn, &err)
+	defer unguard()
 	log, err := cf.logger()
 	if err != nil {
 		return err

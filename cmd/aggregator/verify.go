@@ -19,7 +19,7 @@ import (
 // verifyCmd recomputes the ledger from the stream and compares it with the
 // live buckets and rejections, in bounded memory. Exit 0: identical; 1:
 // drift; 2: error.
-func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer, o replay.Options) error {
+func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer, o replay.Options) (err error) {
 	fs := newFlagSet("verify", stderr)
 	var cf connFlags
 	cf.register(fs)
@@ -40,6 +40,8 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer, o r
 		return err
 	}
 	defer conn.Close()
+	ctx, unguard := guard(ctx, conn, &err)
+	defer unguard()
 	meter := progress.New(stderr, "verify", progress.Options{})
 	o.Progress = meter.Update
 	o.MaxDiffs = *limit

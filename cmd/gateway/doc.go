@@ -31,7 +31,8 @@
 //
 // It connects to NATS with the nats CLI's flags (--nats-url, --creds,
 // --nkey, --tls-ca, --tls-cert, --tls-key, --context, or their NATS_*
-// environment variables; default nats://127.0.0.1:4222), publishes the
+// environment variables; default nats://127.0.0.1:4222; --inbox-prefix
+// for the gateway role of docs/security.md), publishes the
 // attempt events on LEDGER_ATTEMPTS (which must exist, unless
 // --create-stream), and keeps the attempt numbers of the requests clients
 // name in the KV bucket ledger_gateway_attempts (created when missing,
@@ -42,7 +43,11 @@
 //
 // SIGINT and SIGTERM stop it: it stops accepting requests, lets those in
 // flight finish within --shutdown-timeout (then cuts them), and flushes
-// the events within --drain-timeout. Exit status: 0 when stopped so; 1
-// when some event could not be delivered; 2 for a usage or runtime error
-// (bad flags, NATS unreachable, no stream, the address in use).
+// the events within --drain-timeout. With --outbox DIR every event is on
+// disk before its call is answered until the stream acknowledges it; what
+// is left at the end (or after a crash) stays there, and the next start on
+// DIR delivers it. Exit status: 0 when stopped so (events kept in the
+// outbox included); 1 when some event could not be delivered and is lost;
+// 2 for a usage or runtime error (bad flags, NATS unreachable or refusing
+// a permission, which the error names, no stream, the address in use).
 package main

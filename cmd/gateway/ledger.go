@@ -28,6 +28,10 @@ type ledgerConn struct {
 	guards      *guard.Set
 	closeGuards func()
 	drain       time.Duration
+	// ctx is openLedger's, ended as soon as the server refuses a
+	// permission (connect.Conn.Guard); unguard releases it.
+	ctx     context.Context
+	unguard context.CancelFunc
 }
 
 // openLedger connects, checks (or, asked to, creates) LEDGER_ATTEMPTS,
@@ -39,9 +43,11 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 	if err != nil {
 		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
+	ctx, unguard := conn.Guard(ctx)
 	fail := func(err error) (*ledgerConn, error) {
+		unguard()
 		conn.Close()
-		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
+		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: conn.Explain(err)}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -68,24 +74,42 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 	if f.create {
 		opts = append(opts, emit.WithEnsureStream(f.topo))
 	}
+	if f.outbox != "" {
+		opts = append(opts, emit.WithOutbox(f.outbox), emit.WithOutboxLimits(f.outboxEvents, f.outboxBytes))
+	}
 	pub, err := emit.New(conn.JS, opts...)
 	if err != nil {
 		closeGuards()
 		return fail(err)
 	}
-	return &ledgerConn{conn: conn, pub: pub, attempts: kv, guards: guards, closeGuards: closeGuards, drain: f.drainTimeout}, nil
+	if st := pub.Stats(); st.Recovered > 0 {
+		logger.Warn("gateway: delivering the events an earlier run left in the outbox", "outbox", f.outbox, "events", st.Recovered)
+	}
+	return &ledgerConn{conn: conn, pub: pub, attempts: kv, guards: guards, closeGuards: closeGuards, drain: f.drainTimeout,
+		ctx: ctx, unguard: unguard}, nil
 }
 
 // close flushes the events (within the drain timeout, even when ctx is
 // done) and closes the connection.
 func (l *ledgerConn) close(ctx context.Context, logger *slog.Logger) (emit.Stats, error) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.drain)
+	// The drain ends early only when the server refuses a permission:
+	// retrying until the drain timeout could not help.
+	gctx, unguard := l.conn.Guard(context.WithoutCancel(ctx))
+	defer unguard()
+	dctx, cancel := context.WithTimeout(gctx, l.drain)
 	defer cancel()
 	st, err := l.pub.Close(dctx)
-	if err != nil {
+	var ue *emit.UndeliveredError
+	switch {
+	case errors.As(err, &ue) && ue.AllKept():
+		// Not lost: the next start with the same --outbox delivers them.
+		logger.Warn("gateway: events kept in the outbox for the next start", "kept", st.Kept, "outbox", ue.Outbox, "error", err)
+		st.Undelivered, err = 0, nil
+	case err != nil:
 		logger.Error("gateway: events undelivered", "undelivered", st.Undelivered, "error", err)
 	}
 	l.closeGuards()
+	l.unguard()
 	l.conn.Close()
 	return st, err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/connect"
+	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/fleet"
 	"github.com/agentledger/ledger/internal/gateway"
 	"github.com/agentledger/ledger/internal/logflag"
@@ -82,6 +83,9 @@ type flags struct {
 	topo                          topology.Config
 	drainTimeout, shutdownTimeout time.Duration
 	auth                          authFlags
+	outbox                        string
+	outboxEvents                  int
+	outboxBytes                   int64
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -118,6 +122,9 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.topo.Replicas, "replicas", 0, "replicas of what the gateway creates (the stream with --create-stream, its bucket), 1 to 5 (0: 1)")
 	fs.DurationVar(&f.topo.DuplicateWindow, "duplicate-window", 0, "with --create-stream: the stream's duplicate window (0: 2m)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait at the end for the stream to acknowledge the events")
+	fs.StringVar(&f.outbox, "outbox", "", "keep every event on disk in this `directory` until the stream acknowledges it (fsynced before the call's answer); the next start with the same --outbox delivers what a stopped or killed gateway left, exactly once (default: in memory only, lost if the gateway stops during a NATS outage)")
+	fs.IntVar(&f.outboxEvents, "outbox-max-events", emit.DefaultOutboxMaxEvents, "with --outbox: most unacknowledged events kept; when full, calls wait for acks and are refused past their deadline")
+	fs.Int64Var(&f.outboxBytes, "outbox-max-bytes", emit.DefaultOutboxMaxBytes, "with --outbox: most bytes of unacknowledged events kept")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long calls in flight may finish after SIGINT/SIGTERM before they are cut")
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
@@ -162,6 +169,10 @@ func (f *flags) validate() error {
 		return cli.Usagef("--max-request-bytes: %d must be positive", f.maxRequest)
 	case f.maxResponse < 1:
 		return cli.Usagef("--max-response-bytes: %d must be positive", f.maxResponse)
+	case f.outboxEvents < 1:
+		return cli.Usagef("--outbox-max-events: %d must be at least 1", f.outboxEvents)
+	case f.outboxBytes < 1:
+		return cli.Usagef("--outbox-max-bytes: %d must be at least 1", f.outboxBytes)
 	case f.attemptsTTL < 0:
 		return cli.Usagef("--attempt-numbers-ttl: %s must not be negative (0 keeps them forever)", f.attemptsTTL)
 	}
@@ -185,6 +196,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ctx = ledger.ctx // ends when the server refuses a permission
 	gw, err := newGateway(f, ledger, logger)
 	if err != nil {
 		ledger.close(ctx, logger)
@@ -201,8 +213,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	serveErr := serve(ctx, ln, gw, f.shutdownTimeout, logger)
 	st, closeErr := ledger.close(ctx, logger)
 	logger.Info("gateway: stopped", "calls", gw.Middleware().Stats().Calls, "attempts", gw.Middleware().Stats().Attempts,
-		"events_acked", st.Acked, "events_undelivered", st.Undelivered)
+		"events_acked", st.Acked, "events_undelivered", st.Undelivered, "events_kept_in_outbox", st.Kept)
 	switch {
+	case ledger.conn.Denied() != nil:
+		return &cli.ExitError{Code: cli.ExitUsage, Err: ledger.conn.Explain(serveErr)}
 	case serveErr != nil:
 		return &cli.ExitError{Code: cli.ExitUsage, Err: serveErr}
 	case closeErr != nil || st.Undelivered > 0:

@@ -66,6 +66,9 @@ func TestFlagsRefused(t *testing.T) {
 		{[]string{"--breaker-threshold", "0"}, "--breaker-threshold"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--replicas", "9"}, "--replicas"},
+		{[]string{"--outbox-max-events", "0"}, "--outbox-max-events"},
+		{[]string{"--outbox-max-bytes", "0"}, "--outbox-max-bytes"},
+		{[]string{"--inbox-prefix", "_INBOX.>"}, "inbox-prefix"},
 		{[]string{"extra"}, "unknown command"},
 		{[]string{"run", "extra"}, "no arguments"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
@@ -114,6 +117,19 @@ func startCommand(t *testing.T, ctx context.Context, args ...string) (string, <-
 	return "", nil, nil
 }
 
+// stopCommand stops the command started by startCommand (cancel is its
+// context's) and requires that it exits 0.
+func stopCommand(t *testing.T, cancel context.CancelFunc, done <-chan int, errb *syncBuffer) {
+	t.Helper()
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, cli.ExitOK, code, errb.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("the gateway did not stop")
+	}
+}
+
 // leakKey is a credential recognisable wherever it leaks.
 const leakKey = "sk-LEAKCHECK-cmd-4b06e1d2a9"
 
@@ -149,13 +165,7 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 	assert.Equal(t, 502, resp.StatusCode, "the Gemini upstream is unreachable")
 	post("/v1/models", ``, "Authorization", "Bearer "+leakKey) // proxied, not accounted
 
-	cancel()
-	select {
-	case code := <-done:
-		require.Equal(t, cli.ExitOK, code, errb.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("the gateway did not stop")
-	}
+	stopCommand(t, cancel, done, errb)
 	logs := errb.String()
 	assert.Contains(t, logs, "gateway: call")
 	assert.Contains(t, logs, "not accounted")

@@ -17,7 +17,11 @@
 // --duplicate-window), and publish every event through the asynchronous
 // publisher of package emit, on ledger.attempts.<session_id>.<request_id>
 // with the event ID as Nats-Msg-Id. SIGINT and SIGTERM stop the work; what
-// was enqueued is still flushed, within --drain-timeout. Logs go to stderr
+// was enqueued is still flushed, within --drain-timeout. With --outbox DIR
+// every event is kept on disk until the stream acknowledges it, and what a
+// stopped or killed run left there is delivered by the next run on DIR
+// (its summary says how many were recovered and kept). --inbox-prefix
+// gives the publisher role of docs/security.md its own reply subjects. Logs go to stderr
 // as text or JSON (--log-format).
 //
 // Exit status, the same as the aggregator's: 0 when everything was

@@ -72,7 +72,7 @@ type ingestSummary struct {
 	Errors      []string      `json:"errors,omitempty"`
 }
 
-func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	f, err := parseIngest(args, stderr)
 	if err != nil {
 		return err
@@ -91,6 +91,8 @@ func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return err
 	}
+	ctx = conn.ctx
+	defer func() { err = conn.explain(err) }()
 
 	sum := ingestSummary{Input: f.input}
 	readErr := ingestLines(ctx, in, f.maxLine, &sum, func(n int64, ev *events.Attempt) {
@@ -101,7 +103,7 @@ func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}, func(n int64, reason, detail string) {
 		fmt.Fprintf(stderr, "line %d: %s: %s\n", n, reason, detail)
 	})
-	stats, closeErr := conn.close(ctx)
+	stats, closeErr := conn.close(ctx, logger)
 	sum.Events = eventsOf(stats)
 	sum.Interrupted = ctx.Err() != nil
 	if readErr != nil && !sum.Interrupted {
@@ -120,6 +122,9 @@ func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stdout, "lines %d: %d valid, %d invalid, %d blank\n", sum.Lines, sum.Valid, sum.Invalid, sum.Blank)
 		fmt.Fprintf(stdout, "events %d enqueued, %d acked (%d duplicates), %d undelivered, %d refused\n",
 			sum.Events.Enqueued, sum.Events.Acked, sum.Events.Duplicates, sum.Events.Undelivered, sum.Refused)
+		if sum.Events.Recovered > 0 || sum.Events.Kept > 0 {
+			fmt.Fprintf(stdout, "outbox: %d recovered from an earlier run, %d kept for the next one\n", sum.Events.Recovered, sum.Events.Kept)
+		}
 		if sum.Interrupted {
 			fmt.Fprintln(stdout, "interrupted before the end of the input")
 		}

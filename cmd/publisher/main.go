@@ -79,6 +79,9 @@ type natsFlags struct {
 	create       bool
 	topo         topology.Config
 	logs         logflag.Flags
+	outbox       string
+	outboxEvents int
+	outboxBytes  int64
 }
 
 func (n *natsFlags) register(fs *flag.FlagSet) {
@@ -87,6 +90,9 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&n.create, "create-stream", false, "create LEDGER_ATTEMPTS when it is missing (normally the aggregator does); warns when the existing one differs from --replicas and --duplicate-window")
 	fs.IntVar(&n.topo.Replicas, "replicas", 0, "with --create-stream: replicas of the stream, 1 to 5 (0: the default, 1)")
 	fs.DurationVar(&n.topo.DuplicateWindow, "duplicate-window", 0, "with --create-stream: the stream's duplicate window (0: the default, 2m)")
+	fs.StringVar(&n.outbox, "outbox", "", "keep every event on disk in this `directory` until the stream acknowledges it (fsynced before it is counted enqueued); the next run with the same --outbox delivers what a stopped or killed run left, exactly once (default: in memory only)")
+	fs.IntVar(&n.outboxEvents, "outbox-max-events", emit.DefaultOutboxMaxEvents, "with --outbox: most unacknowledged events kept; when full, publishing waits for acks")
+	fs.Int64Var(&n.outboxBytes, "outbox-max-bytes", emit.DefaultOutboxMaxBytes, "with --outbox: most bytes of unacknowledged events kept")
 	n.logs.Register(fs, "warn")
 }
 
@@ -103,6 +109,9 @@ func (n *natsFlags) validate() error {
 	if n.drainTimeout <= 0 {
 		return cli.Usagef("--drain-timeout: %s must be positive", n.drainTimeout)
 	}
+	if n.outboxEvents < 1 || n.outboxBytes < 1 {
+		return cli.Usagef("--outbox-max-events / --outbox-max-bytes: %d and %d must be positive", n.outboxEvents, n.outboxBytes)
+	}
 	if _, err := topology.AttemptsStreamConfig(n.topo); err != nil {
 		return cli.Usagef("--replicas / --duplicate-window: %v", err)
 	}
@@ -118,6 +127,10 @@ type session struct {
 	conn  *connectpkg.Conn
 	pub   *emit.Publisher
 	drain time.Duration
+	// ctx is the caller's, ended as soon as the server refuses a
+	// permission (connect.Conn.Guard); unguard releases it.
+	ctx     context.Context
+	unguard context.CancelFunc
 }
 
 // connect reaches NATS, checks (or, asked to, creates) LEDGER_ATTEMPTS
@@ -129,35 +142,72 @@ func connect(ctx context.Context, n natsFlags, logger *slog.Logger) (*session, e
 	if err != nil {
 		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
-	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	gctx, unguard := conn.Guard(ctx)
+	ectx, cancel := context.WithTimeout(gctx, 10*time.Second)
 	defer cancel()
 	if err := topology.PrepareAttempts(ectx, conn.JS, n.createConfig(), logger); err != nil {
 		if errors.Is(err, topology.ErrNoAttempts) {
 			err = fmt.Errorf("%w: start the aggregator first, or pass --create-stream", err)
 		}
+		unguard()
 		conn.Close()
-		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
+		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: conn.Explain(err)}
 	}
 	opts := []emit.Option{emit.WithErrorHandler(func(err error) { logger.Warn("publish failed; retrying", slog.Any("error", err)) })}
 	if n.create {
 		opts = append(opts, emit.WithEnsureStream(n.topo))
 	}
+	if n.outbox != "" {
+		opts = append(opts, emit.WithOutbox(n.outbox), emit.WithOutboxLimits(n.outboxEvents, n.outboxBytes))
+	}
 	pub, err := emit.New(conn.JS, opts...)
 	if err != nil {
+		unguard()
 		conn.Close()
-		return nil, err
+		return nil, &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
-	return &session{conn: conn, pub: pub, drain: n.drainTimeout}, nil
+	if st := pub.Stats(); st.Recovered > 0 {
+		logger.Warn("publisher: delivering the events an earlier run left in the outbox", "outbox", n.outbox, "events", st.Recovered)
+	}
+	return &session{conn: conn, pub: pub, drain: n.drainTimeout, ctx: gctx, unguard: unguard}, nil
 }
 
 // close drains the publisher (even when ctx is done: what was enqueued is
-// flushed within the drain timeout) and closes the connection.
-func (s *session) close(ctx context.Context) (emit.Stats, error) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.drain)
+// flushed within the drain timeout) and closes the connection. Events left
+// in the outbox are not an error: the next run delivers them; they are
+// logged at WARN and counted in Stats.Kept.
+func (s *session) close(ctx context.Context, logger *slog.Logger) (emit.Stats, error) {
+	// The drain ends early only when the server refuses a permission:
+	// retrying until the drain timeout could not help.
+	gctx, unguard := s.conn.Guard(context.WithoutCancel(ctx))
+	defer unguard()
+	dctx, cancel := context.WithTimeout(gctx, s.drain)
 	defer cancel()
 	st, err := s.pub.Close(dctx)
 	s.conn.Close()
+	if kept(err) {
+		logger.Warn("publisher: events kept in the outbox; the next run with the same --outbox delivers them", "error", err)
+		st.Undelivered, err = 0, nil
+	}
 	return st, err
+}
+
+// explain reports a permission the server refused, which names the
+// subject, in place of err, its consequence (see connect.Conn.Explain),
+// as a runtime error. It ends s.ctx: call it last.
+func (s *session) explain(err error) error {
+	s.unguard()
+	if s.conn.Denied() == nil {
+		return err
+	}
+	return &cli.ExitError{Code: cli.ExitUsage, Err: s.conn.Explain(err)}
+}
+
+// kept reports whether err is an *emit.UndeliveredError whose events all
+// stay in the outbox.
+func kept(err error) bool {
+	var ue *emit.UndeliveredError
+	return errors.As(err, &ue) && ue.AllKept()
 }
 
 // newLogger is the logger the flags ask for (validate checked them).

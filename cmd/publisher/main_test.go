@@ -23,18 +23,21 @@ import (
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
+	"github.com/agentledger/ledger/internal/proctest"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
 
 // TestMain silences the standard logger, through which genai reports every
 // stream that fails, as the stalled ones here do on purpose.
 //
-// A process started by a --processes parent (this test binary standing in
-// for the command) runs the command instead of the tests.
+// A process started by a --processes parent or by package proctest (this
+// test binary standing in for the command) runs the command instead of
+// the tests.
 func TestMain(m *testing.M) {
 	if os.Getenv(reexecEnv) == "1" {
 		main()
 	}
+	proctest.Main(main)
 	log.SetOutput(io.Discard)
 	os.Exit(m.Run())
 }

@@ -67,6 +67,9 @@ func parseSimulate(args []string, stderr io.Writer) (*simulateFlags, error) {
 	if err := f.nats.validate(); err != nil {
 		return nil, err
 	}
+	if f.nats.outbox != "" && f.fleet.processes > 1 {
+		return nil, cli.Usagef("--outbox: a directory has one owner; it cannot serve --processes %d", f.fleet.processes)
+	}
 	// The fleet takes 0 for its default; on the command line it is a mistake.
 	for _, c := range []struct {
 		name string
@@ -184,10 +187,13 @@ type eventsSummary struct {
 	Duplicates  uint64 `json:"duplicates"`
 	Retries     uint64 `json:"retries"`
 	Undelivered uint64 `json:"undelivered"`
+	Recovered   uint64 `json:"recovered,omitempty"` // read back from the outbox at start
+	Kept        uint64 `json:"kept,omitempty"`      // left in the outbox for the next run
 }
 
 func eventsOf(st emit.Stats) eventsSummary {
-	return eventsSummary{Enqueued: st.Enqueued, Acked: st.Acked, Duplicates: st.Duplicates, Retries: st.Retries, Undelivered: st.Undelivered}
+	return eventsSummary{Enqueued: st.Enqueued, Acked: st.Acked, Duplicates: st.Duplicates, Retries: st.Retries,
+		Undelivered: st.Undelivered, Recovered: st.Recovered, Kept: st.Kept}
 }
 
 // truthSummary is the part of the ground truth the summary shows.
@@ -196,7 +202,7 @@ type truthSummary struct {
 	Overhead events.Usage `json:"overhead"`
 }
 
-func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	f, err := parseSimulate(args, stderr)
 	if err != nil {
 		return err
@@ -209,19 +215,21 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	ctx = conn.ctx
+	defer func() { err = conn.explain(err) }()
 	cfg := f.cfg
 	cfg.Sink = conn.pub
 	cfg.Logger = logger
 	guards, closeGuards, err := f.fleet.guards(ctx, conn.conn, cfg.RunID, logger)
 	if err != nil {
-		_, _ = conn.close(ctx)
+		_, _ = conn.close(ctx, logger)
 		return &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
 	cfg.Guards = guards
 	fleet, err := sim.New(cfg)
 	if err != nil {
 		closeGuards()
-		_, _ = conn.close(ctx)
+		_, _ = conn.close(ctx, logger)
 		return err
 	}
 
@@ -229,7 +237,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	res, runErr := fleet.Run(ctx)
 	stopProgress()
 	closeGuards()
-	stats, closeErr := conn.close(ctx)
+	stats, closeErr := conn.close(ctx, logger)
 	if res == nil {
 		return runErr
 	}

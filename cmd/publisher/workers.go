@@ -103,6 +103,8 @@ func (e *eventsSummary) add(o eventsSummary) {
 	e.Duplicates += o.Duplicates
 	e.Retries += o.Retries
 	e.Undelivered += o.Undelivered
+	e.Recovered += o.Recovered
+	e.Kept += o.Kept
 }
 
 // lockedWriter serializes the writes of several workers.

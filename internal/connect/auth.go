@@ -31,7 +31,7 @@ type settings struct {
 // options win setting by setting, and any credential in the options
 // replaces all of the context's.
 func merge(o Options, c *natsContext) settings {
-	s := settings{urls: o.URL, creds: o.Creds, nkey: o.NKey, ca: o.CA, cert: o.Cert, key: o.Key}
+	s := settings{urls: o.URL, creds: o.Creds, nkey: o.NKey, ca: o.CA, cert: o.Cert, key: o.Key, inboxPrefix: o.InboxPrefix}
 	if c == nil {
 		return s
 	}
@@ -46,7 +46,8 @@ func merge(o Options, c *natsContext) settings {
 	if o.Cert == "" && o.Key == "" {
 		s.cert, s.key = c.Cert, c.Key
 	}
-	s.tlsFirst, s.inboxPrefix, s.jsDomain, s.jsAPIPrefix = c.TLSFirst, c.InboxPrefix, c.JSDomain, c.JSAPIPrefix
+	s.tlsFirst, s.jsDomain, s.jsAPIPrefix = c.TLSFirst, c.JSDomain, c.JSAPIPrefix
+	s.inboxPrefix = firstOf(o.InboxPrefix, c.InboxPrefix)
 	return s
 }
 
@@ -64,6 +65,9 @@ func (s settings) check() error {
 		return fmt.Errorf("%w: creds (%s) and nkey (%s): give one of them", ErrInvalidOptions, s.creds, s.nkey)
 	case (s.cert == "") != (s.key == ""):
 		return fmt.Errorf("%w: tls-cert and tls-key: a client certificate needs both (cert %q, key %q)", ErrInvalidOptions, s.cert, s.key)
+	}
+	if err := checkInboxPrefix(s.inboxPrefix); err != nil {
+		return err
 	}
 	for _, f := range []struct{ name, path string }{
 		{"creds", s.creds}, {"nkey", s.nkey}, {"tls-ca", s.ca}, {"tls-cert", s.cert}, {"tls-key", s.key},
@@ -233,3 +237,17 @@ func redact(urls string) string {
 // settings themselves (a missing file, two kinds of credentials, half a
 // client certificate, an unreadable context), found before connecting.
 var ErrInvalidOptions = errors.New("connect: invalid options")
+
+// checkInboxPrefix refuses an inbox prefix the client could not subscribe
+// under: empty tokens, wildcards, white space.
+func checkInboxPrefix(p string) error {
+	if p == "" {
+		return nil
+	}
+	for _, tok := range strings.Split(p, ".") {
+		if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n*>") {
+			return fmt.Errorf("%w: inbox-prefix %q: must be a subject of non-empty tokens without wildcards or white space, e.g. _INBOX_publisher", ErrInvalidOptions, p)
+		}
+	}
+	return nil
+}

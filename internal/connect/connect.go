@@ -38,6 +38,11 @@ type Options struct {
 	// Context is a nats CLI context name, or a path to its .json file
 	// (--context). Settings above that are set win over its own.
 	Context string
+	// InboxPrefix replaces _INBOX as the prefix of the connection's reply
+	// subjects (--inbox-prefix; a context's inbox_prefix otherwise), so
+	// that a role can be granted its own replies only (docs/security.md).
+	// It must be a subject without wildcards.
+	InboxPrefix string
 
 	// Getenv reads the environment for contexts ($XDG_CONFIG_HOME, $VAR
 	// in paths); nil means os.Getenv. (Options are filled from the
@@ -70,6 +75,10 @@ type Conn struct {
 	Embedded Embedded // nil when connected to an outside server
 	closed   chan struct{}
 	once     sync.Once
+
+	denyOnce sync.Once
+	denied   chan struct{} // closed at the first permission violation
+	denial   *PermissionError
 }
 
 // Open connects as the options say. A connection that fails is an
@@ -91,7 +100,7 @@ func Open(o Options) (*Conn, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	c := &Conn{closed: make(chan struct{})}
+	c := &Conn{closed: make(chan struct{}), denied: make(chan struct{})}
 	if s.urls == "" {
 		if o.Embed == nil {
 			return nil, fmt.Errorf("%w: give --nats-url, set %s or name a --context", ErrNoServer, EnvURL)
@@ -124,7 +133,7 @@ func (c *Conn) dial(o Options, s settings) error {
 		timeout = DefaultTimeout
 	}
 	opts := append([]nats.Option{nats.Name(o.Name), nats.Timeout(timeout)}, auth...)
-	opts = append(opts, reconnectOptions(log, func() { c.once.Do(func() { close(c.closed) }) })...)
+	opts = append(opts, reconnectOptions(log, func() { c.once.Do(func() { close(c.closed) }) }, c.deny)...)
 	nc, err := nats.Connect(s.urls, opts...)
 	if err != nil {
 		return &Error{Server: redact(s.urls), Offered: s.offered(), Refused: refusal(err, s), Err: err}

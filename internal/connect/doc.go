@@ -2,7 +2,7 @@
 // reach NATS: the nats CLI's flags and environment variables (--nats-url
 // or NATS_URL, --creds or NATS_CREDS, --nkey or NATS_NKEY, --tls-ca or
 // NATS_CA, --tls-cert or NATS_CERT, --tls-key or NATS_KEY, --context or
-// NATS_CONTEXT), user and password or a token in the URL, and, for the
+// NATS_CONTEXT, --inbox-prefix), user and password or a token in the URL, and, for the
 // aggregator when no server is named anywhere, an embedded server that
 // it starts itself (Options.Embed).
 //
@@ -31,6 +31,21 @@
 // context that relies on what it does not implement (nsc look-ups, op://,
 // nsc://, env:// or data: secrets, a SOCKS proxy, a Windows certificate
 // store, an inline user JWT), instead of connecting without it.
+//
+// # Inbox prefix
+//
+// --inbox-prefix (Options.InboxPrefix, else the context's inbox_prefix)
+// replaces _INBOX as the prefix of the connection's reply subjects, so
+// that each role of docs/security.md subscribes to its own replies only.
+//
+// # Permission violations
+//
+// The server refuses a publish or a subscription the user lacks with an
+// asynchronous error; a request on that subject would only time out.
+// Every violation is logged at ERROR, and the first is kept: Conn.Guard
+// gives a context that ends at once with the *PermissionError as its
+// cause, and Conn.Explain puts that error, which names the subject, in
+// place of the timeout or cancellation it caused.
 //
 // # Failures
 //

@@ -1,6 +1,7 @@
 package connect
 
 import (
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -34,8 +35,9 @@ func ReconnectDelay(n int, r float64) time.Duration {
 // reconnectOptions make the connection reconnect forever with
 // ReconnectDelay between rounds and log every disconnect, failed attempt,
 // reconnect and asynchronous error to log. closed is called once the
-// connection is closed for good.
-func reconnectOptions(log *slog.Logger, closed func()) []nats.Option {
+// connection is closed for good; denied with every permission violation
+// the server reports.
+func reconnectOptions(log *slog.Logger, closed func(), denied func(error)) []nats.Option {
 	return []nats.Option{
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(func(n int) time.Duration { return ReconnectDelay(n, rand.Float64()) }),
@@ -54,6 +56,11 @@ func reconnectOptions(log *slog.Logger, closed func()) []nats.Option {
 			subject := ""
 			if sub != nil {
 				subject = sub.Subject
+			}
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				log.Error("nats: permission denied", "err", err)
+				denied(err)
+				return
 			}
 			log.Warn("nats: asynchronous error", "subject", subject, "err", err)
 		}),

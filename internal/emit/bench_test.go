@@ -18,14 +18,21 @@ import (
 // BenchmarkPublish measures events per second into LEDGER_ATTEMPTS on an
 // embedded server with file storage: b.N events published from many
 // goroutines, timed until the last one is acked.
-func BenchmarkPublish(b *testing.B) {
+func BenchmarkPublish(b *testing.B) { benchPublish(b) }
+
+// BenchmarkPublishOutbox is BenchmarkPublish with every event written and
+// fsynced to an outbox (WithOutbox) before Publish returns: the cost of
+// surviving a crash.
+func BenchmarkPublishOutbox(b *testing.B) { benchPublish(b, WithOutbox(b.TempDir())) }
+
+func benchPublish(b *testing.B, opts ...Option) {
 	_, _, js := natstest.StartJS(b)
 	ctx := context.Background()
 	stream, err := topology.EnsureAttempts(ctx, js, topology.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := New(js)
+	p, err := New(js, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,6 +27,48 @@
 // *UndeliveredError. Flush waits for the events enqueued so far without
 // closing.
 //
+// # Outbox
+//
+// Without an outbox the events a Publisher holds live in memory: a process
+// that ends (or is killed) during a NATS outage loses them, and Close says
+// how many. WithOutbox(dir) keeps them on disk as well: Publish writes the
+// event to an append-only log in dir and waits for its fsync (concurrent
+// calls share one fsync) before it enqueues it, and the loop forgets the
+// record once the stream acknowledged the event. New on the same directory
+// publishes again every event the log still holds, so a SIGKILL during an
+// outage loses nothing; Close leaves what was not acknowledged in the log
+// (Stats.Kept, UndeliveredError.AllKept).
+//
+// Exactly once: an event is published again with its own event ID as
+// Nats-Msg-Id, so a copy that had landed within the stream's duplicate
+// window (LEDGER_ATTEMPTS: 2 minutes by default, --duplicate-window) is
+// dropped by the stream and counted in Stats.Duplicates. A copy that
+// arrives later is stored, but the projection keeps one entry per attempt
+// number and event ID (package projection), so the ledger counts it once
+// anyway. The log reclaims acknowledged records as it goes (a segment whose
+// events were all acked is deleted or truncated), so only a crash between
+// an ack and the reclaim republishes an event that had landed.
+//
+// The outbox is bounded (WithOutboxLimits: events and bytes). When it is
+// full Publish waits for acks to free room, and when its context ends
+// first it returns an error wrapping ErrOutboxFull: the event is refused
+// and the caller told, never dropped silently. Its depth is in Stats
+// (OutboxEvents, OutboxBytes); InspectOutbox reads a directory without
+// opening it. The outbox makes what the Publisher holds durable; it does
+// not hold more than fits in memory (the queue is sized to its limit).
+// A file lock gives the directory one owner at a time. A write whose fsync
+// fails is refused (Publish returns the error); its record may still be in
+// the file and be published at the next start, which the event ID makes
+// harmless if the caller published the event again meanwhile.
+//
+// A NATS leaf node with a local JetStream stream (sourced into
+// LEDGER_ATTEMPTS) was considered instead: it would make the outbox a
+// second server to configure, secure and monitor next to every gateway and
+// agent, and the library could not offer it as one option (ledger.WithOutbox).
+// A log of fsynced records is a few hundred lines, has no moving parts and
+// fails in one way (the disk). Deployments that run a leaf node anyway can
+// publish to it without an outbox.
+//
 // With WithEnsureStream the publisher creates LEDGER_ATTEMPTS when it is
 // missing (whoever starts first, publisher or aggregator, creates what is
 // missing): at start and again whenever a publish finds no stream. Failing

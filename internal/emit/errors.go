@@ -37,15 +37,26 @@ type UndeliveredError struct {
 	// Last is the last publish failure the publisher saw, or the context
 	// error of Close when no publish had failed; it may be nil.
 	Last error
+	// Kept is how many of them stay in the outbox, in directory Outbox,
+	// for the next Publisher on it (WithOutbox): with an outbox, all.
+	Kept   uint64
+	Outbox string
 }
 
 func (e *UndeliveredError) Error() string {
 	msg := fmt.Sprintf("emit: %d event(s) undelivered", e.Count)
+	if e.Kept > 0 {
+		msg += fmt.Sprintf(", %d kept in outbox %s for the next start", e.Kept, e.Outbox)
+	}
 	if e.Last != nil {
 		msg += " (last error: " + e.Last.Error() + ")"
 	}
 	return msg
 }
+
+// AllKept reports whether every undelivered event stays in the outbox:
+// none is lost, the next start on the outbox delivers them.
+func (e *UndeliveredError) AllKept() bool { return e.Count > 0 && e.Kept == e.Count }
 
 // Unwrap makes errors.Is true for ErrUndelivered and for Last.
 func (e *UndeliveredError) Unwrap() []error {

@@ -62,6 +62,8 @@ type entry struct {
 	paf     jetstream.PubAckFuture
 	ok      <-chan *jetstream.PubAck // paf's channels, fetched once the entry is the oldest in flight
 	err     <-chan error
+	seg     *segment // where the outbox keeps the event; nil without one
+	size    int64
 }
 
 // marker is a Flush waiting for the events of rank <= upTo.
@@ -242,7 +244,7 @@ func (l *loop) accept(it item, now time.Time) {
 		return
 	}
 	l.seq++
-	e := entry{subject: it.subject, msgID: it.msgID, data: it.data, seq: l.seq}
+	e := entry{subject: it.subject, msgID: it.msgID, data: it.data, seq: l.seq, seg: it.seg, size: it.size}
 	if now.Before(l.hold) {
 		e.at = l.hold
 		l.retry.push(e)
@@ -306,6 +308,9 @@ func (l *loop) recycle(msg *nats.Msg) {
 
 func (l *loop) onAck(e entry, ack *jetstream.PubAck) {
 	l.recycle(e.msg)
+	if l.p.outbox != nil {
+		l.p.outbox.ack(e.seg, e.size)
+	}
 	l.acked++
 	l.p.acked.Add(1)
 	if ack != nil && ack.Duplicate {

@@ -44,6 +44,10 @@ type options struct {
 	onError     func(error)
 	clock       Clock
 	rand        func() float64
+
+	outboxDir       string
+	outboxMaxEvents int
+	outboxMaxBytes  int64
 }
 
 func defaultOptions() options {
@@ -55,6 +59,9 @@ func defaultOptions() options {
 		backoffMax:  DefaultBackoffMax,
 		clock:       SystemClock,
 		rand:        rand.Float64,
+
+		outboxMaxEvents: DefaultOutboxMaxEvents,
+		outboxMaxBytes:  DefaultOutboxMaxBytes,
 	}
 }
 
@@ -147,6 +154,44 @@ func WithErrorHandler(fn func(error)) Option {
 			return invalid("WithErrorHandler", "handler must not be nil")
 		}
 		o.onError = fn
+		return nil
+	}
+}
+
+// WithOutbox keeps every event on disk, in directory dir (created when
+// missing), from before Publish returns until the stream acknowledges it:
+// Publish writes the event and waits for the fsync (concurrent calls share
+// one). New publishes again whatever dir still holds from an earlier
+// Publisher that did not finish, a process killed with SIGKILL included;
+// the event IDs make that exactly once (see the package documentation).
+// The outbox is bounded (WithOutboxLimits): when it is full Publish waits,
+// as for a full buffer, and returns an error wrapping ErrOutboxFull when
+// its context ends first. One Publisher at a time may use dir: New fails
+// when another process holds it. dir must not be empty.
+func WithOutbox(dir string) Option {
+	return func(o *options) error {
+		if dir == "" {
+			return invalid("WithOutbox", "directory must not be empty")
+		}
+		o.outboxDir = dir
+		return nil
+	}
+}
+
+// WithOutboxLimits bounds the outbox of WithOutbox: at most events
+// unacknowledged events and bytes bytes of them (defaults
+// DefaultOutboxMaxEvents and DefaultOutboxMaxBytes). An empty outbox takes
+// one event of any size. The events recovered at New count against the
+// limits. events and bytes must be positive.
+func WithOutboxLimits(events int, bytes int64) Option {
+	return func(o *options) error {
+		if events < 1 {
+			return invalid("WithOutboxLimits", "events %d must be at least 1", events)
+		}
+		if bytes < 1 {
+			return invalid("WithOutboxLimits", "bytes %d must be at least 1", bytes)
+		}
+		o.outboxMaxEvents, o.outboxMaxBytes = events, bytes
 		return nil
 	}
 }

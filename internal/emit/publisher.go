@@ -21,7 +21,9 @@ type Publisher struct {
 	pub        jetstream.JetStream // publishes; the Publisher's own when ownPub
 	ownPub     bool
 	opts       options
-	maxPayload int64 // server's max payload at New; 0 when unknown
+	maxPayload int64   // server's max payload at New; 0 when unknown
+	outbox     *outbox // nil without WithOutbox
+	recovered  uint64  // events read back from the outbox at New
 
 	// queue is the bounded buffer between Publish and the loop. It is
 	// never closed: senders may be in flight when Close starts.
@@ -61,6 +63,8 @@ type item struct {
 	msgID   string
 	data    []byte
 	flush   chan struct{} // non-nil for a Flush marker; closed when done
+	seg     *segment      // where the outbox keeps the event; nil without one
+	size    int64         // the event's size in the outbox
 }
 
 // Stats counts what a Publisher did.
@@ -81,6 +85,19 @@ type Stats struct {
 	// Undelivered is the number of enqueued events that were never
 	// acknowledged. It is set by Close and is 0 before.
 	Undelivered uint64
+	// Recovered is the number of events New read back from the outbox
+	// (WithOutbox), left by an earlier Publisher; they are counted in
+	// Enqueued too.
+	Recovered uint64
+	// OutboxEvents and OutboxBytes are the outbox's depth: the events it
+	// keeps on disk until the stream acknowledges them. After Close they
+	// are what the next Publisher on the directory will publish.
+	OutboxEvents uint64
+	OutboxBytes  uint64
+	// Kept is the number of undelivered events that stay in the outbox for
+	// the next Publisher on its directory; set by Close. Without an outbox
+	// it is 0.
+	Kept uint64
 }
 
 // New returns a Publisher and starts its background loop. The caller owns
@@ -108,11 +125,26 @@ func New(js jetstream.JetStream, opts ...Option) (*Publisher, error) {
 		js:        js,
 		pub:       js,
 		opts:      o,
-		queue:     make(chan item, o.bufferSize),
 		closing:   make(chan struct{}),
 		inputDone: make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	var recs []recovered
+	if o.outboxDir != "" {
+		ob, r, err := openOutbox(o.outboxDir, o.outboxMaxEvents, o.outboxMaxBytes)
+		if err != nil {
+			return nil, err
+		}
+		p.outbox, recs = ob, r
+	}
+	p.queue = make(chan item, queueSize(o, len(recs)))
+	for _, r := range recs {
+		// The queue has room for every event the outbox may hold.
+		r.it.seg, r.it.size = r.seg, r.size
+		p.queue <- r.it
+	}
+	p.recovered = uint64(len(recs))
+	p.enqueued.Add(p.recovered)
 	if nc := js.Conn(); nc != nil {
 		p.maxPayload = nc.MaxPayload()
 		// A JetStream context of its own on the caller's connection: its
@@ -121,6 +153,9 @@ func New(js jetstream.JetStream, opts ...Option) (*Publisher, error) {
 		// its messages, and Close can release it.
 		pub, err := jetstream.New(nc, publisherJSOptions(o)...)
 		if err != nil {
+			if p.outbox != nil {
+				_ = p.outbox.close()
+			}
 			return nil, fmt.Errorf("emit: New: %w", err)
 		}
 		p.pub, p.ownPub = pub, true
@@ -133,6 +168,16 @@ func New(js jetstream.JetStream, opts ...Option) (*Publisher, error) {
 		l.run(ctx)
 	}()
 	return p, nil
+}
+
+// queueSize is the capacity of the queue: the buffer size, or with an
+// outbox enough for every event it may hold (its limit and what was
+// recovered beyond it), so that an event on disk never waits for the queue.
+func queueSize(o options, recovered int) int {
+	if o.outboxDir == "" {
+		return o.bufferSize
+	}
+	return max(o.bufferSize, o.outboxMaxEvents+recovered)
 }
 
 // Publish validates the IDs of ev, marshals it and enqueues it for
@@ -189,6 +234,13 @@ func (p *Publisher) enqueue(ctx context.Context, it item) error {
 	default:
 	}
 	event := it.flush == nil
+	if event && p.outbox != nil {
+		// On disk first: from here on the event survives a crash. The
+		// queue then has room (see queueSize).
+		if err := p.outbox.add(ctx, p.closing, &it); err != nil {
+			return err
+		}
+	}
 	if event {
 		// Counted before the send so that Acked never exceeds Enqueued.
 		p.enqueued.Add(1)
@@ -202,15 +254,23 @@ func (p *Publisher) enqueue(ctx context.Context, it item) error {
 	case p.queue <- it:
 		return nil
 	case <-p.closing:
-		if event {
-			p.enqueued.Add(^uint64(0))
-		}
+		p.unqueued(it)
 		return ErrClosed
 	case <-ctx.Done():
-		if event {
-			p.enqueued.Add(^uint64(0))
-		}
+		p.unqueued(it)
 		return ctx.Err()
+	}
+}
+
+// unqueued undoes the count (and the outbox record) of an item that was
+// not enqueued after all.
+func (p *Publisher) unqueued(it item) {
+	if it.flush != nil {
+		return
+	}
+	p.enqueued.Add(^uint64(0))
+	if p.outbox != nil {
+		p.outbox.ack(it.seg, it.size)
 	}
 }
 
@@ -263,8 +323,13 @@ func (p *Publisher) liveStats() Stats {
 		Duplicates: p.duplicates.Load(),
 		Retries:    p.retries.Load(),
 		Acked:      p.acked.Load(),
+		Recovered:  p.recovered,
 	}
 	s.Enqueued = p.enqueued.Load()
+	if p.outbox != nil {
+		s.OutboxEvents = uint64(p.outbox.depth.Load())
+		s.OutboxBytes = uint64(p.outbox.depthBytes.Load())
+	}
 	return s
 }
 
@@ -301,14 +366,28 @@ func (p *Publisher) Close(ctx context.Context) (Stats, error) {
 	if !p.closed {
 		st := p.liveStats()
 		st.Undelivered = st.Enqueued - st.Acked
+		var outboxErr error
+		if p.outbox != nil {
+			// Every event enqueued is on disk: what was not acked stays
+			// there for the next start.
+			st.Kept = st.Undelivered
+			if err := p.outbox.close(); err != nil {
+				outboxErr = fmt.Errorf("emit: closing outbox %s: %w", p.outbox.dir, err)
+			}
+		}
 		p.closeStats, p.closed = st, true
 		if st.Undelivered > 0 {
 			last := p.lastErr
 			if last == nil {
 				last = ctx.Err()
 			}
-			p.closeErr = &UndeliveredError{Count: st.Undelivered, Last: last}
+			ue := &UndeliveredError{Count: st.Undelivered, Last: last, Kept: st.Kept}
+			if p.outbox != nil {
+				ue.Outbox = p.outbox.dir
+			}
+			p.closeErr = ue
 		}
+		p.closeErr = errors.Join(p.closeErr, outboxErr)
 	}
 	return p.closeStats, p.closeErr
 }

@@ -1,6 +1,8 @@
 package natstest
 
 import (
+	"net/url"
+	"strconv"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -37,6 +39,12 @@ func Start(t testing.TB, options ...Option) *Server {
 		NoLog:     true,
 		NoSigs:    true,
 	}
+	return start(t, opts, options)
+}
+
+// start applies options to opts and runs the server until cleanup.
+func start(t testing.TB, opts *server.Options, options []Option) *Server {
+	t.Helper()
 	for _, o := range options {
 		o(opts)
 	}
@@ -45,7 +53,7 @@ func Start(t testing.TB, options ...Option) *Server {
 		t.Fatalf("natstest: %v", err)
 	}
 	t.Cleanup(s.Shutdown)
-	return &Server{Server: s, StoreDir: dir}
+	return &Server{Server: s, StoreDir: opts.StoreDir}
 }
 
 // Connect opens a connection to the server, closed at cleanup.
@@ -69,4 +77,27 @@ func StartJS(t testing.TB, options ...Option) (*Server, *nats.Conn, jetstream.Je
 	s := Start(t, options...)
 	nc, js := s.Connect(t)
 	return s, nc, js
+}
+
+// Restart starts a server again on s's port and store directory, as NATS
+// coming back after an outage (s must be shut down), and shuts it down at
+// cleanup. Clients that reconnect find the same streams and buckets.
+func (s *Server) Restart(t testing.TB) *Server {
+	t.Helper()
+	u, err := url.Parse(s.URL())
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	again, err := embedded.Start(&server.Options{
+		Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: s.StoreDir, NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatalf("natstest: restart: %v", err)
+	}
+	t.Cleanup(again.Shutdown)
+	return &Server{Server: again, StoreDir: s.StoreDir}
 }

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/internal/cli"
+	"github.com/agentledger/ledger/internal/ledgertest"
+	"github.com/agentledger/ledger/internal/natstest"
+)
+
+func eventLines(t *testing.T, n int) string {
+	t.Helper()
+	var b strings.Builder
+	for i := range n {
+		_, line := validEvent(t, "sess-role", fmt.Sprintf("req-%d", i), 0)
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+// publisher ingest runs with exactly the publisher role of the shipped
+// example; a publisher role missing one grant is told which, at once.
+func TestIngestWithThePublisherRole(t *testing.T) {
+	for _, c := range []struct {
+		without string // a grant taken away; "" for the role as shipped
+		want    string // the subject the error names
+	}{
+		{"", ""},
+		{"$JS.API.STREAM.INFO.LEDGER_ATTEMPTS", `may not publish to "$JS.API.STREAM.INFO.LEDGER_ATTEMPTS"`},
+		{"ledger.attempts.>", `may not publish to "ledger.attempts.sess-role.req-`},
+		{"_INBOX_publisher.>", `may not subscribe to "_INBOX_publisher.`},
+	} {
+		t.Run("without "+c.without, func(t *testing.T) {
+			var options []natstest.Option
+			if c.without != "" {
+				options = append(options, natstest.WithoutGrant("publisher", c.without))
+			}
+			srv := ledgertest.StartRoles(t, options...)
+			var stdout, stderr bytes.Buffer
+			begin := time.Now()
+			err := run(t.Context(), append([]string{"ingest"}, srv.RoleArgs("publisher")...), strings.NewReader(eventLines(t, 20)), &stdout, &stderr)
+			took := time.Since(begin)
+			if c.want == "" {
+				require.NoError(t, err, stderr.String())
+				assert.Contains(t, stdout.String(), "20 acked")
+				assert.NotContains(t, stderr.String(), "permission")
+				return
+			}
+			t.Logf("after %s: %v", took, err)
+			assert.Equal(t, cli.ExitUsage, cli.Code(err))
+			assert.ErrorContains(t, err, c.want)
+			assert.Less(t, took, 3*time.Second, "not a timeout")
+		})
+	}
+}
