@@ -36,6 +36,7 @@ type upstream struct {
 	pend      pending
 	firsts    map[int64]int64 // first attempts not yet written, by budget slot
 	dirty     bool
+	held      *probeReport // the probe this process claimed and has not reported
 }
 
 // pending are the writes an upstream owes, made by the maintainer.
@@ -139,6 +140,20 @@ func (u *upstream) flush(ctx context.Context, firsts bool) error {
 		errs = append(errs, u.writeFirsts(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// leave makes the writes u owes before the process leaves the fleet: the
+// pending ones, the batched first attempts, and the release of a probe
+// still under way (its result will not be written: another process may
+// probe at once).
+func (u *upstream) leave(ctx context.Context) error {
+	u.mu.Lock()
+	if u.held != nil && u.pend.probe == nil {
+		u.pend.probe = u.held // result Ignore: reopened, its cooldown over
+	}
+	u.held = nil
+	u.mu.Unlock()
+	return u.flush(ctx, true)
 }
 
 // limitsLocked are the limits in force: the fleet's learned ones, this

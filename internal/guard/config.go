@@ -104,6 +104,11 @@ type Config struct {
 	Burst time.Duration
 	// Budget configures the retry budget; the zero value has none.
 	Budget Budget
+	// AttemptTimeout is the longest an attempt may take (the retry
+	// policy's AttemptTimeout; 0: none): a fleet's probe keeps its claim
+	// at least that long, so that a probe slower than the cooldown is not
+	// taken over.
+	AttemptTimeout time.Duration
 	// Shared is the fleet's shared state; nil keeps every decision local.
 	Shared Shared
 	// Now is the clock; nil selects time.Now.
@@ -135,6 +140,7 @@ type Params struct {
 	Cooldown         time.Duration
 	Burst            time.Duration
 	Budget           Budget
+	AttemptTimeout   time.Duration
 	// Configured are the configured limits of the upstream, if any.
 	Configured Limits
 }
@@ -143,6 +149,9 @@ type Params struct {
 func (c Config) normalize() (Config, error) {
 	var errs []error
 	bad := func(field, rule string) { errs = append(errs, fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, rule)) }
+	if c.AttemptTimeout < 0 {
+		bad("AttemptTimeout", "is "+c.AttemptTimeout.String()+"; it must not be negative (0: none)")
+	}
 	if c.Burst < 0 {
 		bad("Burst", "is "+c.Burst.String()+"; it must not be negative (0 selects 1s)")
 	}

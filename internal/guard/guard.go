@@ -71,7 +71,8 @@ func (s *Set) Get(key string) *Guard {
 			cd = breaker.DefaultCooldown
 		}
 		g.shared = s.cfg.Shared.Upstream(key, Params{
-			FailureThreshold: th, Cooldown: cd, Burst: s.cfg.Burst, Budget: s.cfg.Budget, Configured: g.configured,
+			FailureThreshold: th, Cooldown: cd, Burst: s.cfg.Burst, Budget: s.cfg.Budget, AttemptTimeout: s.cfg.AttemptTimeout,
+			Configured: g.configured,
 		})
 	}
 	s.guards[key] = g
