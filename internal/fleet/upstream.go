@@ -28,9 +28,10 @@ type upstream struct {
 	cap    mirror[capacityRecord]
 	bud    mirror[budgetRecord]
 
-	learned   guard.Limits  // the limits this process's own responses said
-	seen      remainingSeen // what they said remained
-	localHold holdRecord    // a hold this process asked for, until the watcher echoes it
+	learned   guard.Limits   // the limits this process's own responses said
+	inferred  guard.Inferred // the requests limit this process inferred from its 429s
+	seen      remainingSeen  // what they said remained
+	localHold holdRecord     // a hold this process asked for, until the watcher echoes it
 	allow     allowance
 	est       guard.Estimate // of this process's made attempts
 	pend      pending
@@ -156,14 +157,33 @@ func (u *upstream) leave(ctx context.Context) error {
 	return u.flush(ctx, true)
 }
 
-// limitsLocked are the limits in force: the fleet's learned ones, this
-// process's latest observation over them, the configured ones over all.
-func (u *upstream) limitsLocked() guard.Limits {
+// limitsLocked are the limits in force at now: the fleet's learned ones,
+// this process's latest observation over them, the configured ones over
+// all; without any, the requests limit inferred from 429s.
+func (u *upstream) limitsLocked(now time.Time) guard.Limits {
+	l := u.knownLocked()
+	if !l.Any() {
+		l[guard.Requests] = u.inferredLocked(now).Limit(now)
+	}
+	return l
+}
+
+// knownLocked are the limits learned or configured.
+func (u *upstream) knownLocked() guard.Limits {
 	var l guard.Limits
 	if u.lim.ok {
 		l = guard.Limits(u.lim.rec.Limits)
 	}
 	return l.Over(u.learned).Over(u.params.Configured)
+}
+
+// inferredLocked is the lower of the fleet's inferred limit and this
+// process's (which is newer until its write lands).
+func (u *upstream) inferredLocked(now time.Time) guard.Inferred {
+	if u.lim.ok && u.lim.rec.Inferred != nil && !u.inferred.Below(*u.lim.rec.Inferred, now) {
+		return *u.lim.rec.Inferred
+	}
+	return u.inferred
 }
 
 // OpenError is the rejection of the fleet's breaker. It unwraps to

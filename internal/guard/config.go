@@ -75,6 +75,21 @@ func (l Limits) Over(o Limits) Limits {
 	return l
 }
 
+// Dims is a set of dimensions.
+type Dims [NumDims]bool
+
+// Any reports whether the set has a dimension.
+func (s Dims) Any() bool { return s != Dims{} }
+
+// Dims is the set of dimensions l limits.
+func (l Limits) Dims() Dims {
+	var s Dims
+	for d, v := range l {
+		s[d] = v > 0
+	}
+	return s
+}
+
 // Cost is what one attempt uses of each dimension.
 type Cost [NumDims]float64
 

@@ -162,7 +162,9 @@ func (g *Guard) Done(p Permit, r breaker.Result) {
 // Reservation is the capacity an attempt took, handed back to Settle.
 type Reservation struct {
 	cost   Cost
-	where  uint8 // 0 none, 1 local, 2 shared
+	took   Dims      // the dimensions cost was taken from
+	at     time.Time // when
+	where  uint8     // 0 none, 1 local, 2 shared
 	sealed bool
 }
 
@@ -190,12 +192,15 @@ func (g *Guard) Reserve() (Reservation, time.Duration, *LimitError) {
 		}
 	}
 	if g.sharedOK() {
-		wait, lerr, err := g.shared.Reserve(now, cost)
+		took, wait, lerr, err := g.shared.Reserve(now, cost)
 		if err == nil {
 			if wait > 0 {
 				return Reservation{}, wait, lerr
 			}
-			return Reservation{cost: cost, where: reservedShared}, 0, nil
+			if !took.Any() {
+				return Reservation{}, 0, nil // no limit known: nothing taken
+			}
+			return Reservation{cost: cost, took: took, at: now, where: reservedShared}, 0, nil
 		}
 	}
 	share := 1
@@ -204,11 +209,13 @@ func (g *Guard) Reserve() (Reservation, time.Duration, *LimitError) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	lim := g.lim.learned.Over(g.configured)
+	lim := g.lim.limits(now, g.configured)
 	wait, dim, held := g.lim.reserve(now, lim, share, g.set.cfg.Burst, cost)
 	switch {
+	case wait == 0 && !lim.Any():
+		return Reservation{}, 0, nil // no limit known: nothing taken
 	case wait == 0:
-		return Reservation{cost: cost, where: reservedLocal}, 0, nil
+		return Reservation{cost: cost, took: lim.Dims(), at: now, where: reservedLocal}, 0, nil
 	case held:
 		return Reservation{}, wait, &LimitError{Upstream: g.key, Hold: true, Until: g.lim.hold, Reason: g.lim.holdWhy}
 	}
@@ -236,9 +243,11 @@ type Outcome struct {
 
 // Settle closes the reservation of an attempt with its outcome: it gives
 // back what was reserved beyond the actual cost (all of it when the
-// attempt was not made or was refused with a 429), learns the limits the
-// headers say, and holds the upstream until the hint (or the reset) of a
-// 429. It is a no-op without rate limits. Settle a reservation once.
+// attempt was not made), learns the limits the headers say, and holds the
+// upstream until the hint (or the reset) of a 429. A 429 gives nothing
+// back: it says the fleet was ahead of the provider, so what it reserved
+// is spent (giving it back let capacity that never existed circulate).
+// It is a no-op without rate limits. Settle a reservation once.
 func (g *Guard) Settle(res *Reservation, o Outcome) {
 	if !g.set.cfg.RateLimits || res.sealed {
 		return
@@ -246,14 +255,21 @@ func (g *Guard) Settle(res *Reservation, o Outcome) {
 	res.sealed = true
 	now := g.set.cfg.Now()
 	var actual Cost
-	if o.Made && !o.RateLimited {
+	switch {
+	case o.Made && o.RateLimited:
+		actual = res.cost // spent: the fleet was ahead
+	case o.Made:
 		actual = costOf(o.Usage)
 	}
 	obs := ParseHeaders(o.Header, now)
 	var hold time.Time
 	var why string
+	var hint time.Duration
 	if o.RateLimited {
 		hold, why = holdOf(now, &o, &obs)
+		if !hold.IsZero() {
+			hint = hold.Sub(now)
+		}
 	}
 	g.mu.Lock()
 	if o.Success {
@@ -263,14 +279,17 @@ func (g *Guard) Settle(res *Reservation, o Outcome) {
 		g.lim.adjust(res.cost, actual)
 	}
 	g.lim.observe(&obs, now)
+	if o.RateLimited {
+		g.lim.rateLimited(now, hint, g.configured)
+	}
 	if !hold.IsZero() {
 		g.lim.holdUntil(hold, why)
 	}
 	g.mu.Unlock()
-	if g.shared != nil && (res.where == reservedShared || !obs.Empty() || !hold.IsZero()) {
+	if g.shared != nil && (res.where == reservedShared || !obs.Empty() || o.RateLimited) {
 		g.shared.Observe(now, SharedObservation{
-			Reserved: res.where == reservedShared, Cost: res.cost, Actual: actual,
-			Headers: obs, HoldUntil: hold, HoldWhy: why,
+			Reserved: res.where == reservedShared, Took: res.took, ReservedAt: res.at, Cost: res.cost, Actual: actual,
+			Headers: obs, HoldUntil: hold, HoldWhy: why, RateLimited: o.RateLimited, Hint: hint,
 		})
 	}
 }

@@ -119,9 +119,11 @@ func TestDo429HoldsOtherCalls(t *testing.T) {
 	ok := &scripted{steps: []step{{}}}
 	_, err = Do(context.Background(), h.m, other, ok.fn)
 	require.NoError(t, err)
-	assert.Equal(t, []time.Duration{700 * time.Millisecond}, h.clock.Sleeps())
+	// The hold, then (no limit being known, one is inferred from the
+	// hint: 90 % of one request per 700 ms) what the refill still needs.
+	assert.Equal(t, []time.Duration{700 * time.Millisecond, 69231 * time.Microsecond}, h.clock.Sleeps())
 	assert.Len(t, ok.calls(), 1)
-	assert.Equal(t, uint64(1), h.m.Stats().Waits)
+	assert.Equal(t, uint64(2), h.m.Stats().Waits)
 	assert.Equal(t, 2, h.sink.Len(), "one event per attempt; the wait has none")
 }
 
