@@ -59,6 +59,20 @@ func (u *upstream) Check(now time.Time) error {
 	return u.rejection(&u.br.rec, now)
 }
 
+// State implements guard.SharedUpstream.
+func (u *upstream) State(now time.Time) breaker.State {
+	u.mu.Lock()
+	rec, ok := u.br.rec, u.br.ok
+	u.mu.Unlock()
+	switch {
+	case !ok || rec.State == stateClosed:
+		return breaker.Closed
+	case rec.State == stateHalfOpen && u.rejection(&rec, now) != nil:
+		return breaker.HalfOpen
+	}
+	return breaker.Open
+}
+
 // Allow implements guard.SharedUpstream: a closed breaker admits at once
 // from the mirror; after the cooldown the probe is claimed by
 // compare-and-set, so that the whole fleet sends exactly one.

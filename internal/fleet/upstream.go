@@ -37,7 +37,8 @@ type upstream struct {
 	pend      pending
 	firsts    map[int64]int64 // first attempts not yet written, by budget slot
 	dirty     bool
-	held      *probeReport // the probe this process claimed and has not reported
+	held      *probeReport  // the probe this process claimed and has not reported
+	told      breaker.State // the state Options.OnBreakerChange was last told
 }
 
 // pending are the writes an upstream owes, made by the maintainer.
@@ -53,17 +54,31 @@ func newUpstream(f *Fleet, name string) *upstream {
 	return &upstream{f: f, name: name, firsts: make(map[int64]int64)}
 }
 
-// apply mirrors the entry of a record of kind, unless epoch is over.
+// apply mirrors the entry of a record of kind, unless epoch is over, and
+// tells Options.OnBreakerChange of a breaker's change of state.
 func (u *upstream) apply(kind string, e jetstream.KeyValueEntry, epoch uint64) {
+	if from, to, changed := u.applyLocked(kind, e, epoch); changed && u.f.opts.OnBreakerChange != nil {
+		u.f.opts.OnBreakerChange(u.name, from, to)
+	}
+}
+
+func (u *upstream) applyLocked(kind string, e jetstream.KeyValueEntry, epoch uint64) (from, to breaker.State, changed bool) {
 	put := e.Operation() == jetstream.KeyValuePut
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.f.epoch.Load() != epoch {
-		return
+		return 0, 0, false
 	}
 	switch kind {
 	case names.UpstreamBreaker:
 		applyTo(&u.br, e, put, (*breakerRecord).valid)
+		rec, ok := decode(e.Value(), (*breakerRecord).valid)
+		to = breaker.Closed
+		if put && ok {
+			to = stateOf(rec.State)
+		}
+		from, changed = u.told, to != u.told
+		u.told = to
 	case names.UpstreamLimits:
 		applyTo(&u.lim, e, put, (*limitsRecord).valid)
 	case names.UpstreamHold:
@@ -73,6 +88,18 @@ func (u *upstream) apply(kind string, e jetstream.KeyValueEntry, epoch uint64) {
 	case names.UpstreamBudget:
 		applyTo(&u.bud, e, put, (*budgetRecord).valid)
 	}
+	return from, to, changed
+}
+
+// stateOf is the breaker.State of a record's state.
+func stateOf(s string) breaker.State {
+	switch s {
+	case stateOpen:
+		return breaker.Open
+	case stateHalfOpen:
+		return breaker.HalfOpen
+	}
+	return breaker.Closed
 }
 
 func applyTo[T any](m *mirror[T], e jetstream.KeyValueEntry, put bool, valid func(*T) bool) {

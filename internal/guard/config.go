@@ -147,6 +147,14 @@ type Budget struct {
 	Ratio  float64
 	Min    int
 	Window time.Duration
+	// Exact: a zero Ratio or Min means none, not the default.
+	Exact bool
+}
+
+// BudgetOf is the budget of percent of the first attempts plus
+// minPerMinute retries a minute (scaled to the window), over window.
+func BudgetOf(percent, minPerMinute float64, window time.Duration) Budget {
+	return Budget{On: true, Ratio: percent / 100, Min: int(math.Round(minPerMinute * window.Minutes())), Window: window, Exact: true}
 }
 
 // Params are the settings a Shared backend needs for an upstream.
@@ -195,10 +203,10 @@ func (c Config) normalize() (Config, error) {
 		c.Burst = DefaultBurst
 	}
 	if b.On {
-		if b.Ratio == 0 {
+		if b.Ratio == 0 && !b.Exact {
 			b.Ratio = DefaultBudgetRatio
 		}
-		if b.Min == 0 {
+		if b.Min == 0 && !b.Exact {
 			b.Min = DefaultBudgetMin
 		}
 		if b.Window == 0 {

@@ -100,6 +100,18 @@ func (g *Guard) Key() string { return g.key }
 // Breaker is the upstream's local breaker.
 func (g *Guard) Breaker() *breaker.Breaker { return g.br }
 
+// BreakerState is the state of the breaker that decides now: the fleet's
+// while the shared state is healthy, else this process's.
+func (g *Guard) BreakerState() breaker.State {
+	if g.sharedOK() {
+		return g.shared.State(g.set.cfg.Now())
+	}
+	return g.br.State()
+}
+
+// Shared is the set's shared backend, nil without one.
+func (s *Set) Shared() Shared { return s.cfg.Shared }
+
 // sharedOK reports whether the shared state decides now.
 func (g *Guard) sharedOK() bool { return g.shared != nil && g.set.cfg.Shared.Healthy() }
 

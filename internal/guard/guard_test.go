@@ -299,7 +299,8 @@ func TestRetryBudget(t *testing.T) {
 	assert.ErrorIs(t, err, ErrBudgetSpent)
 	assert.Equal(t, int64(4), be.Retries)
 	assert.Equal(t, int64(10), be.First)
-	assert.Equal(t, "process retry budget of "+key+" spent: 4 retries for 10 first attempts in the last 1m0s (at most 20 % plus 2)", err.Error())
+	assert.Equal(t, "process retry budget of "+key+" spent: 4 retries for 10 first attempts in the last 1m0s (at most 20 % plus 2"+
+		"; to allow more, raise the retry budget's percentage or its minimum per minute: --retry-budget-percent, --retry-budget-min, or RetryBudget in ledger.FleetConfig)", err.Error())
 	// Five more first attempts allow one more retry.
 	for range 5 {
 		g.First()
@@ -383,7 +384,8 @@ type stubUpstream struct {
 	estimate           Cost
 }
 
-func (u *stubUpstream) Check(time.Time) error { return u.allowErr }
+func (u *stubUpstream) Check(time.Time) error         { return u.allowErr }
+func (u *stubUpstream) State(time.Time) breaker.State { return breaker.Open }
 func (u *stubUpstream) Allow(time.Time) (SharedPermit, error) {
 	return SharedPermit{Generation: 7}, u.allowErr
 }

@@ -34,6 +34,10 @@ type SharedUpstream interface {
 	// rejects for sure now (open, or a probe in flight), without claiming
 	// anything; nil otherwise.
 	Check(now time.Time) error
+	// State is the shared breaker's state at now: Closed, Open (also
+	// past its cooldown, until a probe is claimed) or HalfOpen (a probe
+	// in flight).
+	State(now time.Time) breaker.State
 	// Allow admits an attempt, or returns the breaker's rejection (an
 	// error wrapping breaker.ErrCircuitOpen). After the cooldown it claims
 	// the fleet's single probe.
