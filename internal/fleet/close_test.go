@@ -91,7 +91,7 @@ func TestFailureReportedJustBeforeCloseCounts(t *testing.T) {
 // out (a gateway replica stopped in a deploy wedged every other replica
 // for a cooldown).
 func TestClosedProcessReleasesItsProbe(t *testing.T) {
-	_, a, b := probeReady(t, breakerConfig(1, time.Minute))
+	_, a, b := probeReady(t, refusing(breakerConfig(1, time.Minute)))
 
 	release := make(chan struct{})
 	done := inFlight(a, release)
@@ -114,7 +114,7 @@ func TestClosedProcessReleasesItsProbe(t *testing.T) {
 // its result, when it comes, closes the breaker (it used to be taken over
 // after a cooldown, and its result dropped by the generation check).
 func TestProbeLongerThanCooldownKeepsItsClaim(t *testing.T) {
-	pc := breakerConfig(1, time.Minute)
+	pc := refusing(breakerConfig(1, time.Minute))
 	pc.guards.AttemptTimeout = 5 * time.Minute
 	clk, a, b := probeReady(t, pc)
 
@@ -134,4 +134,26 @@ func TestProbeLongerThanCooldownKeepsItsClaim(t *testing.T) {
 		rec, ok := b.breakerOf()
 		return ok && rec.State == stateClosed && rec.By == "proc-a"
 	})
+}
+
+// A call that finds the fleet's probe in flight waits for its verdict
+// rather than fail on a breaker about to close (a healthy run that
+// followed a run ended mid-outage had scores of circuit_open calls), and
+// goes on once the probe succeeded.
+func TestCallWaitsForTheProbe(t *testing.T) {
+	clk, a, b := probeReady(t, breakerConfig(1, time.Minute))
+	release := make(chan struct{})
+	done := inFlight(a, release)
+	waiting := clk.Now()
+	var provider counter
+	called := make(chan error, 1)
+	go func() { called <- b.call(provider.wrap(succeed)) }()
+	eventually(t, "b waits", func() bool { return clk.Now().Sub(waiting) >= 3*retry.ProbePoll })
+	close(release)
+	require.NoError(t, <-done)
+	require.NoError(t, <-called, "b waited for a's probe, then called")
+	assert.Equal(t, int64(1), provider.n.Load())
+	evs := b.sink.Events()
+	require.Len(t, evs, 2, "b's failure that opened the breaker, then its call's one attempt: no circuit_open")
+	assert.Nil(t, evs[1].Error)
 }

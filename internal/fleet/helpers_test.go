@@ -119,6 +119,14 @@ func startProc(t *testing.T, url string, clk retry.Clock, name string, pc procCo
 	return p
 }
 
+// refusing makes pc's calls refused at once while the fleet's probe is
+// in flight, instead of waiting for its verdict (a HintCap below
+// retry.ProbePoll), as the tests of the refusal need.
+func refusing(pc procConfig) procConfig {
+	pc.policy = retry.Policy{MaxRetries: 0, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, HintCap: time.Millisecond}
+	return pc
+}
+
 var testCall = retry.Call{SessionID: "sess-1", Provider: "anthropic", Model: "claude-fleet"}
 
 const upstreamKey = "anthropic/claude-fleet"

@@ -28,7 +28,7 @@ const (
 )
 
 func killConfig() procConfig {
-	pc := breakerConfig(1, killCooldown)
+	pc := refusing(breakerConfig(1, killCooldown))
 	pc.guards.AttemptTimeout = killAttempt
 	pc.heartbeat = killHeartbeat
 	return pc

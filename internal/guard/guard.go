@@ -109,6 +109,20 @@ func (g *Guard) BreakerState() breaker.State {
 	return g.br.State()
 }
 
+// ProbeInFlight reports whether err is the fleet's breaker refusing
+// because the fleet's probe is in flight (half-open): its verdict comes
+// within the probe's attempt, and a caller may wait for it rather than
+// fail. A process's own breaker's refusals are never such.
+func (g *Guard) ProbeInFlight(err error) bool {
+	var oe *breaker.OpenError
+	return g.sharedOK() && errors.As(err, &oe) && oe.State == breaker.HalfOpen
+}
+
+// PacesRateLimits reports whether the guards keep the upstream's rate
+// limits (Config.RateLimits): a retry after a 429 then waits for the hold
+// and the capacity, and is not taken from the retry budget.
+func (g *Guard) PacesRateLimits() bool { return g.set.cfg.RateLimits }
+
 // Shared is the set's shared backend, nil without one.
 func (s *Set) Shared() Shared { return s.cfg.Shared }
 

@@ -127,6 +127,22 @@ func TestDo429HoldsOtherCalls(t *testing.T) {
 	assert.Equal(t, 2, h.sink.Len(), "one event per attempt; the wait has none")
 }
 
+// A retry after a 429 is not taken from the retry budget when the guards
+// keep the rate limits: the hold paces it (a storm of 429s at the start of
+// a run, before any limit was known, spent the budget and failed calls).
+func TestDo429RetriesOutsideTheBudget(t *testing.T) {
+	h := newGuardedHarness(t, guard.Config{RateLimits: true, Budget: guard.Budget{On: true, Ratio: 0.01, Min: 1, Window: time.Minute, Exact: true}})
+	limited := &scripted{steps: []step{
+		{err: statusErr(429, 0, "retry-after-ms", "5")}, {err: statusErr(429, 0, "retry-after-ms", "5")}, {}}}
+	_, err := Do(context.Background(), h.m, testCall, limited.fn)
+	require.NoError(t, err, "two retries; the budget allows one")
+	assert.Len(t, limited.calls(), 3)
+	// A 503's retry still is the budget's: one allowed, then spent.
+	failing := &scripted{steps: []step{{err: statusErr(503, 0)}}}
+	_, err = Do(context.Background(), h.m, testCall, failing.fn)
+	require.ErrorIs(t, err, ErrBudgetSpent)
+}
+
 // When the retry budget is spent, the failed attempt is the final one and
 // its message says why.
 func TestDoRetryBudgetSpent(t *testing.T) {
