@@ -23,7 +23,8 @@ import (
 // configured; and a run that ends while the provider is down followed by
 // a healthy run on the same NATS server. Each case runs
 // BENCH_FLEET_RUNS times (default 5); BENCH_FLEET_PARTS=cases skips the
-// headline.
+// headline, and BENCH_FLEET_CASES=a,b runs only those cases (with the
+// cases they compare with).
 const (
 	fleetCaseTierRPM   = "1200"
 	fleetCaseGap       = 3 * time.Second // between the mid-outage run and the healthy one
@@ -98,8 +99,22 @@ func fleetRunsWanted() (int, error) {
 // runFleetCases runs every case runs times, each run on a fresh server.
 func runFleetCases(ctx context.Context, publisher string, runs int) ([]fleetCaseRun, error) {
 	var out []fleetCaseRun
+	only := map[string]bool{}
+	for name := range strings.SplitSeq(os.Getenv("BENCH_FLEET_CASES"), ",") {
+		if name != "" {
+			only[name] = true
+		}
+	}
+	for _, c := range fleetCases() {
+		if only[c.Name] && c.Against != "" {
+			only[c.Against] = true
+		}
+	}
 	for i := range runs {
 		for _, c := range fleetCases() {
+			if len(only) > 0 && !only[c.Name] {
+				continue
+			}
 			for _, mode := range c.Modes {
 				fmt.Fprintf(os.Stderr, "fleet case %s, fleet limits %s, run %d of %d\n", c.Name, mode, i+1, runs)
 				r, err := runFleetCase(ctx, publisher, c, mode, i)

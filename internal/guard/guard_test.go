@@ -524,7 +524,7 @@ func TestInferredShape(t *testing.T) {
 	assert.Equal(t, i, i.Lower(now, 0), "no hint, no limit: nothing to go by")
 	i = i.Lower(now, 100*time.Millisecond)
 	assert.Equal(t, int64(540), i.Limit(now))
-	soon := now.Add(100 * time.Millisecond)
+	soon := now.Add(50 * time.Millisecond)
 	assert.Equal(t, i.Limit(soon), i.Lower(soon, time.Millisecond).Limit(soon), "a smaller hint does not raise it")
 	assert.Equal(t, i.Limit(soon), i.Lower(soon, 0).Limit(soon), "a storm at one instant lowers it once")
 	later := now.Add(2 * time.Second)

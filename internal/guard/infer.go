@@ -29,6 +29,10 @@ const (
 	InferMargin  = 0.9
 	InferRaise   = 0.01
 	InferCeiling = 1.5
+	// InferQuiet is how long after one lowering the next lowers by the
+	// margin alone: the 429s of one excess (the attempts in flight when
+	// it was met) come within it.
+	InferQuiet = 100 * time.Millisecond
 )
 
 // Known reports whether a limit was inferred.
@@ -50,7 +54,8 @@ func (i Inferred) Limit(now time.Time) int64 {
 // Lower returns the limit after a 429 at now whose hint is hint: the
 // lower of the limit in force and InferMargin of one attempt per hint;
 // when the hint says no less, InferMargin of the limit in force, at most
-// once a second (a storm of 429s at one instant is one excess, not many).
+// once per InferQuiet (the 429s of one excess come together; they lower
+// it once).
 // Without a hint, and no limit yet, there is nothing to go by.
 func (i Inferred) Lower(now time.Time, hint time.Duration) Inferred {
 	if !i.Known() {
@@ -65,7 +70,7 @@ func (i Inferred) Lower(now time.Time, hint time.Duration) Inferred {
 			return Inferred{Base: max(1, byHint), At: now}
 		}
 	}
-	if now.Sub(i.At) < time.Second {
+	if now.Sub(i.At) < InferQuiet {
 		return Inferred{Base: cur, At: now}
 	}
 	return Inferred{Base: max(1, cur*InferMargin), At: now}
