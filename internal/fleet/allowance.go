@@ -84,14 +84,14 @@ func (a *allowance) spend(c guard.Cost) {
 
 // add puts c in the allowance until expires, debts paid first.
 func (a *allowance) add(c guard.Cost, expires time.Time) {
-	any := false
+	some := false
 	for d := range guard.NumDims {
 		p := min(max(c[d], 0), a.debt[d])
 		a.debt[d] -= p
 		c[d] = max(c[d]-p, 0)
-		any = any || c[d] > 0
+		some = some || c[d] > 0
 	}
-	if !any {
+	if !some {
 		return
 	}
 	i, _ := slices.BinarySearchFunc(a.lots, expires, func(l lot, t time.Time) int { return l.expires.Compare(t) })
