@@ -62,8 +62,11 @@ fuzz:
 # under bench/results/. Quick run: make bench BENCH_SCALE=0.1 (also
 # BENCH_EVENTS, BENCH_WORKLOADS=a,b,c). The fleet headline (8 publisher
 # processes against a tier limit and through an outage, fleet limits off
-# and on; about 45 s) runs too: BENCH_FLEET=off skips it, BENCH_FLEET=only
-# runs it alone. Go benchmarks: make gobench.
+# and on; about 45 s) and the fleet cases (three providers, Gemini's limit
+# inferred then configured; a healthy run after one ended mid-outage;
+# BENCH_FLEET_RUNS times each, default 5, about 40 s a time) run too:
+# BENCH_FLEET=off skips them, BENCH_FLEET=only runs them alone,
+# BENCH_FLEET_PARTS=cases|headline one part. Go benchmarks: make gobench.
 bench:
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) BENCH_FLEET=$(BENCH_FLEET) $(GO) run ./cmd/bench
 

@@ -75,6 +75,16 @@ func TestOptionsAreValidated(t *testing.T) {
 			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithFleetLimits(&ledger.Conn{}, ledger.FleetConfig{Wait: -1}))
 			return err
 		}(),
+		"WithFleetLimits  ": func() error { // Limits
+			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithFleetLimits(&ledger.Conn{},
+				ledger.FleetConfig{Limits: map[string]ledger.RateLimits{"gemini/x": {RequestsPerMinute: -1}}}))
+			return err
+		}(),
+		"WithFleetLimits   ": func() error { // RetryBudget
+			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithFleetLimits(&ledger.Conn{},
+				ledger.FleetConfig{RetryBudget: ledger.RetryBudget{Percent: 20, Window: time.Millisecond}}))
+			return err
+		}(),
 		"WithCreateStream": func() error {
 			_, err := ledger.NewPublisher(ctx, nil, ledger.WithCreateStream(ledger.StreamConfig{Replicas: 9}))
 			return err

@@ -206,6 +206,7 @@ type middlewareOptions struct {
 	policy      Policy
 	classifiers classifierChain
 	breaker     breaker.Config
+	onChange    func(upstream, from, to string)
 	log         *slog.Logger
 	fleet       *fleetOption
 }
@@ -248,7 +249,10 @@ type BreakerConfig struct {
 	Cooldown time.Duration
 	// OnStateChange, when set, is told every change of an upstream's
 	// circuit ("closed", "open", "half-open"). It runs on a caller's
-	// goroutine and must be quick.
+	// goroutine and must be quick. With WithFleetLimits it is told the
+	// changes of the fleet's breaker, whichever process made them (on the
+	// goroutine that watches the fleet's state), and this process's own
+	// only while it decides alone.
 	OnStateChange func(upstream, from, to string)
 }
 
@@ -264,7 +268,7 @@ func WithBreaker(c BreakerConfig) MiddlewareOption {
 		if _, err := breaker.NewGroup(cfg); err != nil {
 			return invalid("WithBreaker", "%v", err)
 		}
-		o.breaker = cfg
+		o.breaker, o.onChange = cfg, c.OnStateChange
 		return nil
 	}
 }
@@ -303,7 +307,9 @@ func NewMiddleware(pub *Publisher, opts ...MiddlewareOption) (*Middleware, error
 	}
 	m := &Middleware{closeFleet: func() {}}
 	if o.fleet != nil {
-		gs, closeFleet, err := o.fleet.guards(o.breaker)
+		b := o.breaker
+		b.OnStateChange = nil // the fleet's guards tell o.onChange
+		gs, closeFleet, err := o.fleet.guards(b, retry.Policy(o.policy).AttemptTimeout, o.onChange)
 		if err != nil {
 			return nil, err
 		}
@@ -325,10 +331,22 @@ func NewMiddleware(pub *Publisher, opts ...MiddlewareOption) (*Middleware, error
 }
 
 // Close releases what the middleware holds: with WithFleetLimits, its
-// part in the fleet's shared state (the watcher and the heartbeat). Calls
-// made after Close decide with this process's state alone. It is safe to
-// call more than once; without WithFleetLimits it does nothing.
+// part in the fleet's shared state. It first writes what this process
+// owes the fleet (a probe's result, failure counts, first attempts; a
+// probe still under way is given up, so that another process probes at
+// once), then stops the watcher and the heartbeat. Calls made after Close
+// decide with this process's state alone. It is safe to call more than
+// once; without WithFleetLimits it does nothing.
 func (m *Middleware) Close() { m.closeOnce.Do(m.closeFleet) }
+
+// BreakerState is the state of the circuit breaker of upstream (a Call's
+// Upstream, by default provider/model): "closed", "open" or "half-open"
+// (a probe in flight). With WithFleetLimits it is the fleet's breaker,
+// whichever process opened it (this process's own while it decides
+// alone).
+func (m *Middleware) BreakerState(upstream string) string {
+	return m.mw.Guards().Get(upstream).BreakerState().String()
+}
 
 // Stats returns a snapshot of the middleware's counters.
 func (m *Middleware) Stats() MiddlewareStats { return MiddlewareStats(m.mw.Stats()) }

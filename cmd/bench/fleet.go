@@ -97,10 +97,11 @@ type fleetRun struct {
 	Summary  fleetSummary `json:"summary"`
 }
 
-// fleetResult is the headline.
+// fleetResult is the headline and the cases (fleetcases.go).
 type fleetResult struct {
-	Settings string     `json:"settings"`
-	Runs     []fleetRun `json:"runs"`
+	Settings string         `json:"settings"`
+	Runs     []fleetRun     `json:"runs"`
+	Cases    []fleetCaseRun `json:"cases,omitempty"`
 }
 
 // goodput is the input tokens of the successful attempts per second of
@@ -176,7 +177,7 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// evaluateFleet checks the headline's targets. The time target compares
+// evaluateFleet checks the headline's targets, then the cases'. The time target compares
 // the work done per second (input tokens of successful calls): with the
 // fleet's limits off, most calls fail fast (their retry budgets spent in
 // the storm of 429s), so their wall times are not those of the same work.
@@ -207,7 +208,7 @@ func evaluateFleet(r *fleetResult) []check {
 			fmt.Sprintf("%d (off: %d; %d processes x (threshold + probes) = %d)", on.Summary.OutageAttempts, off.Summary.OutageAttempts, fleetProcesses, fleetProcesses*want),
 			on.Summary.OutageAttempts <= want})
 	}
-	return cs
+	return append(cs, evaluateFleetCases(r.Cases)...)
 }
 
 // printFleet prints the headline's table.
@@ -226,6 +227,9 @@ func printFleet(out io.Writer, r *fleetResult) {
 		fmt.Fprintf(out, "  %s %s: %s\n", run.Scenario, run.Limits, run.Command)
 	}
 	fmt.Fprintln(out)
+	if len(r.Cases) > 0 {
+		printFleetCases(out, r.Cases)
+	}
 }
 
 // fleetHeadline builds the publisher and runs the headline.
@@ -239,5 +243,24 @@ func fleetHeadline(ctx context.Context, cfg config) (*fleetResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return runFleet(ctx, cfg, publisher)
+	headline, cases, err := fleetParts()
+	if err != nil {
+		return nil, err
+	}
+	runs, err := fleetRunsWanted()
+	if err != nil {
+		return nil, err
+	}
+	res := &fleetResult{Settings: fleetSettingsDoc}
+	if headline {
+		if res, err = runFleet(ctx, cfg, publisher); err != nil {
+			return nil, err
+		}
+	}
+	if cases {
+		if res.Cases, err = runFleetCases(ctx, publisher, runs); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }

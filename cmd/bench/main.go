@@ -119,7 +119,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.Out, "out", "bench/results", "directory of the JSON results")
 	fs.StringVar(&cfg.Aggregator, "aggregator", "", "the built aggregator command, run for verify as it ships (default: build cmd/aggregator)")
 	fs.StringVar(&cfg.Profile, "profile", "", "directory for pprof profiles: the server's CPU during each child, each child's CPU and peak heap")
-	fs.StringVar(&cfg.Fleet, "fleet", cfg.Fleet, "the fleet headline, 8 publisher processes against a tier limit and through an outage, fleet limits off and on: on (with the rest), off, or only (env BENCH_FLEET)")
+	fs.StringVar(&cfg.Fleet, "fleet", cfg.Fleet, "the fleet headline, 8 publisher processes against a tier limit and through an outage, fleet limits off and on, and the fleet cases (BENCH_FLEET_RUNS, BENCH_FLEET_PARTS, BENCH_FLEET_CASES): on (with the rest), off, or only (env BENCH_FLEET)")
 	fs.StringVar(&cfg.Gateway, "gateway", cfg.Gateway, "the gateway's overhead against the fake provider called directly: on (with the rest), off, or only (env BENCH_GATEWAY)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

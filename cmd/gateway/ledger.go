@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/emit"
@@ -65,8 +64,12 @@ func openLedger(ctx context.Context, f *flags, logger *slog.Logger) (*ledgerConn
 	if err != nil {
 		return fail(err)
 	}
+	gcfg, err := f.guardConfig()
+	if err != nil {
+		return fail(err)
+	}
 	guards, closeGuards, err := fleet.Guards(ctx, conn.NC, conn.JS, f.fleetLimits == "on",
-		fleet.Options{Wait: f.fleetWait, Topology: f.topo, Logger: logger}, guard.Standard(breaker.Config{FailureThreshold: f.breakerThreshold, Cooldown: f.breakerCooldown}))
+		fleet.Options{Wait: f.fleetWait, Topology: f.topo, Logger: logger}, gcfg)
 	if err != nil {
 		return fail(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/fleet"
 	"github.com/agentledger/ledger/internal/gateway"
+	"github.com/agentledger/ledger/internal/guardflag"
 	"github.com/agentledger/ledger/internal/logflag"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/topology"
@@ -76,6 +77,7 @@ type flags struct {
 	breakerCooldown               time.Duration
 	fleetLimits                   string
 	fleetWait                     time.Duration
+	guardSets                     guardflag.Flags // limits.go
 	attemptTimeout, idleTimeout   time.Duration
 	maxRequest, maxResponse       int64
 	attemptsTTL                   time.Duration
@@ -113,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.breakerCooldown, "breaker-cooldown", breaker.DefaultCooldown, "how long an open circuit refuses calls before it admits a probe")
 	fs.StringVar(&f.fleetLimits, "fleet-limits", "on", "on: the breaker, rate limits (learned from the providers' headers) and retry budget of each provider and model are shared by every gateway replica and agent process on this NATS (KV bucket ledger_upstreams); off: this process's own")
 	fs.DurationVar(&f.fleetWait, "fleet-wait", fleet.DefaultWait, "with --fleet-limits on: the longest a call waits for the shared state before deciding alone")
+	f.guardSets.Register(fs)
 	fs.DurationVar(&f.attemptTimeout, "attempt-timeout", gateway.DefaultAttemptTimeout, "longest wait for an attempt's answer (a stream's first event)")
 	fs.DurationVar(&f.idleTimeout, "stream-idle-timeout", gateway.DefaultStreamIdleTimeout, "longest silence between two events of a stream")
 	fs.Int64Var(&f.maxRequest, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest request body taken (413 beyond)")
@@ -175,6 +178,9 @@ func (f *flags) validate() error {
 		return cli.Usagef("--outbox-max-bytes: %d must be at least 1", f.outboxBytes)
 	case f.attemptsTTL < 0:
 		return cli.Usagef("--attempt-numbers-ttl: %s must not be negative (0 keeps them forever)", f.attemptsTTL)
+	}
+	if _, err := f.guardConfig(); err != nil {
+		return err
 	}
 	if _, err := topology.AttemptsStreamConfig(f.topo); err != nil {
 		return cli.Usagef("--replicas / --duplicate-window: %v", err)

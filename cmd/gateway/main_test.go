@@ -64,6 +64,8 @@ func TestFlagsRefused(t *testing.T) {
 		{[]string{"--max-retries", "-1"}, "--max-retries"},
 		{[]string{"--attempt-timeout", "0s"}, "--attempt-timeout"},
 		{[]string{"--breaker-threshold", "0"}, "--breaker-threshold"},
+		{[]string{"--limit", "gemini/gemini-2.5-flash=qpm:3"}, "--limit"},
+		{[]string{"--retry-budget-window", "1ms"}, "--retry-budget-window"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--replicas", "9"}, "--replicas"},
 		{[]string{"--outbox-max-events", "0"}, "--outbox-max-events"},

@@ -15,6 +15,7 @@ import (
 	connectpkg "github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/fleet"
 	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/guardflag"
 	"github.com/agentledger/ledger/internal/sim"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
@@ -39,6 +40,7 @@ type fleetFlags struct {
 	threshold int
 	cooldown  time.Duration
 	wait      time.Duration
+	guardSets guardflag.Flags // --limit, --limits-file, --retry-budget-*
 	// Set by the parent for its workers.
 	worker      string // k/N
 	providerURL string
@@ -54,6 +56,7 @@ func (ff *fleetFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&ff.threshold, "breaker-threshold", breaker.DefaultFailureThreshold, "with --fleet-limits on|off: consecutive retryable failures that open an upstream's breaker")
 	fs.DurationVar(&ff.cooldown, "cooldown", time.Second, "with --fleet-limits on|off: how long an open breaker waits before a probe")
 	fs.DurationVar(&ff.wait, "fleet-wait", fleet.DefaultWait, "with --fleet-limits on: the longest a call waits for the shared state before deciding alone")
+	ff.guardSets.Register(fs)
 	fs.StringVar(&ff.worker, "worker", "", "(internal) this process is worker `K/N` of a --processes run")
 	fs.StringVar(&ff.providerURL, "provider-url", "", "(internal) the fake provider's root URL, served by the parent")
 }
@@ -77,6 +80,9 @@ func (ff *fleetFlags) validate(cfg *sim.Config) error {
 	o, err := parseOutage(ff.outage)
 	if err != nil {
 		return cli.Usagef("--outage: %v", err)
+	}
+	if err := ff.guardSets.Apply(&guard.Config{Budget: guard.Budget{On: true}}); err != nil {
+		return cli.Usagef("%v", err)
 	}
 	cfg.Tier, cfg.Outage = ff.tier, o
 	if ff.worker != "" {
@@ -126,10 +132,11 @@ func parseWorker(s string) (sim.Shard, error) {
 	return sim.Shard{Index: k, Count: n}, nil
 }
 
-// guards builds the guards --fleet-limits asks for: nil for none; for on,
-// a Fleet on conn (closed by the returned function) whose shared state
-// must be ready within 10 s.
-func (ff *fleetFlags) guards(ctx context.Context, conn *connectpkg.Conn, runID string, logger *slog.Logger) (*guard.Set, func(), error) {
+// guards builds the guards --fleet-limits asks for, with the limits and
+// the retry budget the flags set and the policy's attempt timeout: nil
+// for none; for on, a Fleet on conn (closed by the returned function)
+// whose shared state must be ready within 10 s.
+func (ff *fleetFlags) guards(ctx context.Context, conn *connectpkg.Conn, runID string, attemptTimeout time.Duration, logger *slog.Logger) (*guard.Set, func(), error) {
 	if ff.limits == limitsNone {
 		return nil, func() {}, nil
 	}
@@ -137,6 +144,10 @@ func (ff *fleetFlags) guards(ctx context.Context, conn *connectpkg.Conn, runID s
 	if ff.worker != "" {
 		name += "-w" + strings.ReplaceAll(ff.worker, "/", "of")
 	}
-	return fleet.Guards(ctx, conn.NC, conn.JS, ff.limits == limitsOn, fleet.Options{Process: name, Wait: ff.wait, Logger: logger},
-		guard.Standard(breaker.Config{FailureThreshold: ff.threshold, Cooldown: ff.cooldown}))
+	cfg := guard.Standard(breaker.Config{FailureThreshold: ff.threshold, Cooldown: ff.cooldown})
+	cfg.AttemptTimeout = attemptTimeout
+	if err := ff.guardSets.Apply(&cfg); err != nil {
+		return nil, nil, err
+	}
+	return fleet.Guards(ctx, conn.NC, conn.JS, ff.limits == limitsOn, fleet.Options{Process: name, Wait: ff.wait, Logger: logger}, cfg)
 }

@@ -35,6 +35,9 @@ func TestSimulateFleetFlags(t *testing.T) {
 		{"threshold", []string{"--breaker-threshold", "0"}, "--breaker-threshold: 0 must be at least 1"},
 		{"worker", []string{"--worker", "3/3", "--provider-url", "http://127.0.0.1:1"}, `--worker: "3/3" must be K/N`},
 		{"provider off loopback", []string{"--worker", "0/2", "--provider-url", "http://example.com"}, "must be a loopback URL"},
+		{"limit", []string{"--limit", "gemini/gemini-2.5-flash=rpm"}, `--limit: "gemini/gemini-2.5-flash=rpm": "rpm" must be KEY:N`},
+		{"limits file", []string{"--limits-file", "/nonexistent/limits"}, "--limits-file: open /nonexistent/limits"},
+		{"retry budget", []string{"--retry-budget-percent", "2000"}, "--retry-budget-percent: 2000 must be from 0 to 1000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -220,7 +220,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	cfg := f.cfg
 	cfg.Sink = conn.pub
 	cfg.Logger = logger
-	guards, closeGuards, err := f.fleet.guards(ctx, conn.conn, cfg.RunID, logger)
+	guards, closeGuards, err := f.fleet.guards(ctx, conn.conn, cfg.RunID, cfg.Policy.AttemptTimeout, logger)
 	if err != nil {
 		_, _ = conn.close(ctx, logger)
 		return &cli.ExitError{Code: cli.ExitUsage, Err: err}

@@ -30,15 +30,23 @@ var errClosed = errors.New("fleet: breaker closed")
 
 // rejection is the rejection of an attempt at now by the breaker r, or nil
 // when it admits one (closed) or a probe (open past its cooldown, or a
-// probe unreported for a cooldown).
+// probe whose claim ran out or whose process is gone).
 func (u *upstream) rejection(r *breakerRecord, now time.Time) error {
 	switch {
 	case r.State == stateOpen && now.Before(r.Until):
 		return &OpenError{Upstream: u.name, State: breaker.Open, Until: r.Until, By: r.By, Reason: r.Reason}
-	case r.State == stateHalfOpen && r.Probe != "" && now.Before(r.ProbeUntil):
+	case r.State == stateHalfOpen && r.Probe != "" && now.Before(r.ProbeUntil) && u.f.alive(r.Probe):
 		return &OpenError{Upstream: u.name, State: breaker.HalfOpen, Probe: r.Probe}
 	}
 	return nil
+}
+
+// claimFor is how long a probe's claim lasts: a cooldown, and at least
+// the attempt timeout and the write of the result, so that a probe
+// slower than the cooldown is not taken over (its result would be
+// dropped). A process that dies frees the claim sooner (Fleet.alive).
+func claimFor(p guard.Params, wait time.Duration) time.Duration {
+	return max(p.Cooldown, p.AttemptTimeout+2*wait)
 }
 
 // Check implements guard.SharedUpstream.
@@ -51,13 +59,27 @@ func (u *upstream) Check(now time.Time) error {
 	return u.rejection(&u.br.rec, now)
 }
 
+// State implements guard.SharedUpstream.
+func (u *upstream) State(now time.Time) breaker.State {
+	u.mu.Lock()
+	rec, ok := u.br.rec, u.br.ok
+	u.mu.Unlock()
+	switch {
+	case !ok || rec.State == stateClosed:
+		return breaker.Closed
+	case rec.State == stateHalfOpen && u.rejection(&rec, now) != nil:
+		return breaker.HalfOpen
+	}
+	return breaker.Open
+}
+
 // Allow implements guard.SharedUpstream: a closed breaker admits at once
 // from the mirror; after the cooldown the probe is claimed by
 // compare-and-set, so that the whole fleet sends exactly one.
 func (u *upstream) Allow(now time.Time) (guard.SharedPermit, error) {
 	u.mu.Lock()
 	rec, ok := u.br.rec, u.br.ok
-	cooldown := u.params.Cooldown
+	claim := claimFor(u.params, u.f.opts.Wait)
 	u.mu.Unlock()
 	if !ok || rec.State == stateClosed {
 		return guard.SharedPermit{Generation: rec.Generation}, nil
@@ -77,13 +99,16 @@ func (u *upstream) Allow(now time.Time) (guard.SharedPermit, error) {
 				return cur, false, err
 			}
 			next := cur
-			next.State, next.Generation, next.Probe, next.ProbeUntil = stateHalfOpen, cur.Generation+1, me, now.Add(cooldown)
+			next.State, next.Generation, next.Probe, next.ProbeUntil = stateHalfOpen, cur.Generation+1, me, now.Add(claim)
 			next.By, next.At, next.Reason = me, now, "the probe is claimed"
 			return next, true, nil
 		})
 	var oe *OpenError
 	switch {
 	case err == nil:
+		u.mu.Lock()
+		u.held = &probeReport{gen: got.Generation, result: breaker.Ignore}
+		u.mu.Unlock()
 		return guard.SharedPermit{Generation: got.Generation, Probe: true}, nil
 	case errors.Is(err, errClosed):
 		return guard.SharedPermit{Generation: got.Generation}, nil
@@ -96,18 +121,33 @@ func (u *upstream) Allow(now time.Time) (guard.SharedPermit, error) {
 	return guard.SharedPermit{}, u.f.failed("claiming the probe of "+u.name, err)
 }
 
-// Done implements guard.SharedUpstream. The reports are written by the
-// maintainer: a failure while closed counts towards the threshold, a
-// success resets the count (written only when there is a count to reset),
-// a probe's result closes or reopens the breaker.
+// Done implements guard.SharedUpstream. A probe's result closes or
+// reopens the breaker: it is written at once, within Options.Wait (and
+// left to the maintainer, or Close, only when that write fails). The
+// reports of a closed breaker are written by the maintainer: a failure
+// counts towards the threshold, a success resets the count (written only
+// when there is a count to reset).
 func (u *upstream) Done(_ time.Time, p guard.SharedPermit, r breaker.Result) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
 	if p.Probe {
-		u.pend.probe = &probeReport{gen: p.Generation, result: r}
-		u.markDirtyLocked()
+		rep := probeReport{gen: p.Generation, result: r}
+		u.mu.Lock()
+		if u.held != nil && u.held.gen == p.Generation {
+			u.held = nil
+		}
+		u.mu.Unlock()
+		ctx, cancel := u.f.withWait()
+		err := u.writeProbe(ctx, rep)
+		cancel()
+		if err != nil {
+			u.mu.Lock()
+			u.pend.probe = &rep
+			u.markDirtyLocked()
+			u.mu.Unlock()
+		}
 		return
 	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	rep := u.pend.report
 	if rep != nil && rep.gen != p.Generation {
 		rep = nil // a report of an older generation is stale

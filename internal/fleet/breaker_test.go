@@ -86,7 +86,7 @@ func TestBreakerCountsFailuresAcrossProcesses(t *testing.T) {
 func TestExactlyOneProbeFleetWide(t *testing.T) {
 	srv := natstest.Start(t)
 	clk := newTestClock()
-	pc := breakerConfig(2, time.Minute)
+	pc := refusing(breakerConfig(2, time.Minute))
 	procs := []*proc{
 		startProc(t, srv.URL(), clk, "proc-a", pc),
 		startProc(t, srv.URL(), clk, "proc-b", pc),

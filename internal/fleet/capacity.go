@@ -10,49 +10,6 @@ import (
 	"github.com/agentledger/ledger/internal/tokenbucket"
 )
 
-// allowance is the capacity this process took from the fleet's buckets
-// and has not spent yet. What it holds beyond its debts lapses one burst
-// window after it was taken: the provider's bucket would not have kept
-// it longer.
-type allowance struct {
-	have    guard.Cost
-	expires time.Time
-	// demand is this process's recent rate of attempts per second, which
-	// sizes the chunks it takes.
-	demand     float64
-	lastChunk  time.Time
-	sinceChunk float64
-}
-
-// lapse drops what the allowance holds beyond its debts once it expired.
-func (a *allowance) lapse(now time.Time) {
-	if now.Before(a.expires) {
-		return
-	}
-	for d := range a.have {
-		a.have[d] = min(a.have[d], 0)
-	}
-}
-
-// covers reports whether the allowance holds cost in every limited
-// dimension.
-func (a *allowance) covers(lim guard.Limits, cost guard.Cost) bool {
-	for d := range guard.NumDims {
-		if lim[d] > 0 && a.have[d] < cost[d] {
-			return false
-		}
-	}
-	return true
-}
-
-// take spends cost.
-func (a *allowance) take(cost guard.Cost) {
-	for d := range guard.NumDims {
-		a.have[d] -= cost[d]
-	}
-	a.sinceChunk++
-}
-
 // contendedWait is the wait of a process that lost every compare-and-set
 // of a chunk to others.
 const contendedWait = 5 * time.Millisecond
@@ -60,50 +17,30 @@ const contendedWait = 5 * time.Millisecond
 // chunkWindow is how much of its own demand a process takes at once.
 const chunkWindow = 250 * time.Millisecond
 
-// chunk is what the process asks for beyond its need: a quarter second of
-// its recent demand, at most its share of a full bucket.
-func (a *allowance) chunk(lim guard.Limits, cost guard.Cost, burst time.Duration, processes int, now time.Time) guard.Cost {
-	if !a.lastChunk.IsZero() {
-		// A burst at one instant counts as 10 ms: the rate is high, and
-		// the share caps the chunk anyway.
-		d := max(now.Sub(a.lastChunk), 10*time.Millisecond).Seconds()
-		a.demand = 0.5*a.demand + 0.5*a.sinceChunk/d
-	}
-	a.lastChunk, a.sinceChunk = now, 0
-	var c guard.Cost
-	for d := range guard.NumDims {
-		if lim[d] <= 0 {
-			continue
-		}
-		share := tokenbucket.Limit{PerMinute: float64(lim[d]), Burst: burst}.Capacity() / float64(max(1, processes))
-		c[d] = min(a.demand*chunkWindow.Seconds()*cost[d], share)
-	}
-	return c
-}
-
 // Reserve implements guard.SharedUpstream: the hold first, then the
 // allowance; when the allowance falls short, a chunk from the fleet's
 // buckets by compare-and-set, or the wait until they hold the need.
-func (u *upstream) Reserve(now time.Time, cost guard.Cost) (time.Duration, *guard.LimitError, error) {
+func (u *upstream) Reserve(now time.Time, cost guard.Cost) (guard.Dims, time.Duration, *guard.LimitError, error) {
 	u.mu.Lock()
 	if lerr := u.holdLocked(now); lerr != nil {
 		u.mu.Unlock()
-		return lerr.Until.Sub(now), lerr, nil
+		return guard.Dims{}, lerr.Until.Sub(now), lerr, nil
 	}
-	lim := u.limitsLocked()
+	lim := u.limitsLocked(now)
 	if !lim.Any() {
 		u.mu.Unlock()
-		return 0, nil, nil
+		return guard.Dims{}, 0, nil, nil // nothing taken: nothing to give back
 	}
+	took := lim.Dims()
 	u.allow.lapse(now)
 	if u.allow.covers(lim, cost) {
 		u.allow.take(cost)
 		u.mu.Unlock()
-		return 0, nil, nil
+		return took, 0, nil, nil
 	}
 	var need guard.Cost
 	for d := range guard.NumDims {
-		need[d] = max(0, cost[d]-u.allow.have[d])
+		need[d] = max(0, cost[d]-u.allow.available(d))
 	}
 	burst := u.params.Burst
 	extra := u.allow.chunk(lim, cost, burst, u.f.Processes(), now)
@@ -116,23 +53,20 @@ func (u *upstream) Reserve(now time.Time, cost guard.Cost) (time.Duration, *guar
 	_, _, err := cas(ctx, u.f, key(names.UpstreamCapacity, u.name), &u.cap, &u.mu, (*capacityRecord).valid, t.apply)
 	if errors.Is(err, errContended) {
 		// Others keep taking capacity: try again shortly.
-		return contendedWait, &guard.LimitError{Upstream: u.name, Fleet: true, Dim: guard.Requests, PerMinute: lim[guard.Requests]}, nil
+		return guard.Dims{}, contendedWait, &guard.LimitError{Upstream: u.name, Fleet: true, Dim: guard.Requests, PerMinute: lim[guard.Requests]}, nil
 	}
 	if err != nil {
-		return 0, nil, u.f.failed("taking capacity of "+u.name, err)
+		return guard.Dims{}, 0, nil, u.f.failed("taking capacity of "+u.name, err)
 	}
 	if t.wait > 0 {
-		return t.wait, &guard.LimitError{Upstream: u.name, Fleet: true, Dim: t.waitDim, PerMinute: lim[t.waitDim]}, nil
+		return guard.Dims{}, t.wait, &guard.LimitError{Upstream: u.name, Fleet: true, Dim: t.waitDim, PerMinute: lim[t.waitDim]}, nil
 	}
 	grant := t.grant
 	u.mu.Lock()
-	for d := range guard.NumDims {
-		u.allow.have[d] += grant[d]
-	}
-	u.allow.expires = now.Add(burst)
+	u.allow.add(grant, now.Add(burst))
 	u.allow.take(cost)
 	u.mu.Unlock()
-	return 0, nil, nil
+	return took, 0, nil, nil
 }
 
 // chunkTake is one compare-and-set on an upstream's capacity record: the
@@ -240,7 +174,10 @@ func (u *upstream) holdLocked(now time.Time) *guard.LimitError {
 }
 
 // Observe implements guard.SharedUpstream: a settled reservation's
-// difference goes back to (or is owed by) the allowance; limits the
+// difference goes back to the allowance (until one burst window after it
+// was taken, as the chunk it came from would lapse) or is owed by it; a
+// 429's reservation was spent (the guard says its actual cost is what it
+// reserved: the fleet was ahead of the provider); limits the
 // headers say that the fleet does not know yet, a hold later than the
 // fleet's, and a provider's remaining capacity lower than the fleet's
 // bucket are written by the maintainer.
@@ -248,9 +185,15 @@ func (u *upstream) Observe(now time.Time, o guard.SharedObservation) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if o.Reserved {
+		var back, owed guard.Cost
 		for d := range guard.NumDims {
-			u.allow.have[d] += o.Cost[d] - o.Actual[d]
+			if o.Took[d] {
+				back[d], owed[d] = max(0, o.Cost[d]-o.Actual[d]), max(0, o.Actual[d]-o.Cost[d])
+			}
 		}
+		u.allow.lapse(now)
+		u.allow.spend(owed)
+		u.allow.add(back, o.ReservedAt.Add(u.params.Burst))
 	}
 	if o.Actual[guard.Requests] > 0 && o.Actual[guard.Tokens] > 0 {
 		u.est.Add(o.Actual) // an attempt that used tokens (not a 503's nothing)
@@ -263,6 +206,9 @@ func (u *upstream) Observe(now time.Time, o guard.SharedObservation) {
 				u.pend.limits, dirty = true, true
 			}
 		}
+	}
+	if o.RateLimited && u.rateLimitedLocked(now, o.Hint) {
+		dirty = true
 	}
 	if !o.HoldUntil.IsZero() && u.holdLocked(o.HoldUntil) == nil {
 		h := holdRecord{V: recordVersion, Until: o.HoldUntil, Reason: o.HoldWhy, By: u.f.opts.Process, At: now}
@@ -281,6 +227,37 @@ func (u *upstream) Observe(now time.Time, o guard.SharedObservation) {
 	}
 }
 
+// rateLimitedLocked takes in a 429 at now whose hint is hint (0: none):
+// the provider had less than the attempt's cost, so this process's
+// allowance goes, the fleet's buckets are empty as of now (the calls a
+// hold releases are then spread over the refill, not sent at once), and,
+// with no limit learned or configured, the inferred limit is lowered. It
+// reports whether writes are owed.
+func (u *upstream) rateLimitedLocked(now time.Time, hint time.Duration) bool {
+	u.allow.lots = nil
+	if !u.knownLocked().Any() {
+		if next := u.inferredLocked(now).Lower(now, hint); next.Known() {
+			u.inferred, u.pend.limits = next, true
+		}
+	}
+	for d := range guard.NumDims {
+		u.seen.at[d], u.seen.valid[d] = tokenbucket.Bucket{At: now}, true
+	}
+	if !u.cap.ok {
+		return u.pend.limits
+	}
+	if u.pend.capFix == nil {
+		u.pend.capFix = &capFix{}
+	}
+	lim := u.limitsLocked(now)
+	for d := range guard.NumDims {
+		if lim[d] > 0 {
+			u.pend.capFix.level[d], u.pend.capFix.set[d] = 0, true
+		}
+	}
+	return true
+}
+
 // remainingLowerLocked queues a correction of the fleet's buckets where
 // the provider says less remains than they hold (by more than a tenth of
 // a bucket): another consumer of the account, or a model that drifted.
@@ -288,7 +265,7 @@ func (u *upstream) remainingLowerLocked(now time.Time, h *guard.Observed) bool {
 	if !u.cap.ok {
 		return false
 	}
-	lim := u.limitsLocked()
+	lim := u.limitsLocked(now)
 	fix := false
 	for d := range guard.NumDims {
 		if lim[d] <= 0 || !h.HasRemaining[d] {
@@ -322,7 +299,7 @@ func (u *upstream) writeHold(ctx context.Context, h holdRecord) error {
 // from the fleet's.
 func (u *upstream) writeLimits(ctx context.Context) error {
 	u.mu.Lock()
-	learned := u.learned
+	learned, inferred := u.learned, u.inferred
 	u.mu.Unlock()
 	me, now := u.f.opts.Process, u.f.opts.Now()
 	_, _, err := cas(ctx, u.f, key(names.UpstreamLimits, u.name), &u.lim, &u.mu, (*limitsRecord).valid,
@@ -332,7 +309,11 @@ func (u *upstream) writeLimits(ctx context.Context) error {
 				next = limitsRecord{V: recordVersion}
 			}
 			next.Limits = dimsOf[int64](guard.Limits(next.Limits).Over(learned))
-			if exists && next.Limits == cur.Limits {
+			lower := inferred.Known() && (next.Inferred == nil || inferred.Below(*next.Inferred, now))
+			if lower {
+				next.Inferred = &inferred
+			}
+			if exists && next.Limits == cur.Limits && !lower {
 				return cur, false, nil
 			}
 			next.By, next.At = me, now
@@ -350,10 +331,10 @@ type capFix struct {
 // writeCapFix lowers the fleet's buckets to what the provider says
 // remains.
 func (u *upstream) writeCapFix(ctx context.Context, fix capFix) error {
-	u.mu.Lock()
-	lim, burst := u.limitsLocked(), u.params.Burst
-	u.mu.Unlock()
 	now := u.f.opts.Now()
+	u.mu.Lock()
+	lim, burst := u.limitsLocked(now), u.params.Burst
+	u.mu.Unlock()
 	_, _, err := cas(ctx, u.f, key(names.UpstreamCapacity, u.name), &u.cap, &u.mu, (*capacityRecord).valid,
 		func(cur capacityRecord, exists bool) (capacityRecord, bool, error) {
 			if !exists {

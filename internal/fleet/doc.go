@@ -10,10 +10,15 @@
 //     the open state, and every process's watcher sees it within
 //     milliseconds (the bucket is watched; nothing is polled). After the
 //     cooldown the single probe of the whole fleet is claimed by
-//     compare-and-set, and its result closes or reopens the breaker for
-//     everyone.
+//     compare-and-set (the claim lasts at least the attempt timeout; a
+//     holder whose heartbeat stops loses it), and its result, written
+//     during the call, closes or reopens the breaker for everyone. Every
+//     change of state is told to Options.OnBreakerChange.
 //   - Limits (limits.<upstream>): the per-minute limits learned from the
-//     providers' rate-limit headers by any process.
+//     providers' rate-limit headers by any process, and, for an upstream
+//     with none learned or configured, the requests limit inferred from
+//     its 429s (guard.Inferred). A 429 spends its reservation and empties
+//     the buckets: the fleet was ahead.
 //   - Hold (hold.<upstream>): a 429 with a hint seen by any process holds
 //     every process until then.
 //   - Capacity (capacity.<upstream>): one token bucket per limited
@@ -43,7 +48,9 @@
 // attempts) are made by the Fleet's own goroutine.
 //
 // The Fleet owns two goroutines (the watcher and the maintainer, which
-// writes, heartbeats and recovers); Close stops both. Time comes from
+// writes, heartbeats and recovers); Close stops both, after writing what
+// the process owes the fleet under a fresh timeout and giving up a probe
+// it still holds. Time comes from
 // Options.Now: records hold wall-clock times, so the clocks of a fleet's
 // machines must agree to well within a cooldown (NTP does).
 package fleet

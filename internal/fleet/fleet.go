@@ -25,9 +25,13 @@ type Fleet struct {
 	js   jetstream.JetStream
 
 	start  time.Time       // when Open was called
-	ctx    context.Context // ends at Close
+	ctx    context.Context // ends at Close, once the owed writes are made
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the watchers
+	maint  sync.WaitGroup // the maintainer
+	stop   chan struct{}  // closed by Close: the maintainer returns after the write under way
+
+	closing atomic.Bool
 
 	healthy   atomic.Bool
 	writes    atomic.Uint64
@@ -40,6 +44,7 @@ type Fleet struct {
 	mu        sync.Mutex
 	upstreams map[string]*upstream
 	beats     map[string]time.Time // heartbeat by process
+	heard     map[string]time.Time // when the watcher last delivered each process's heartbeat (real clock)
 	synced    uint64               // the epoch whose watcher has caught up
 	watcher   jetstream.KeyWatcher
 	resyncDue bool
@@ -67,12 +72,12 @@ func Open(nc *nats.Conn, js jetstream.JetStream, opts Options) (*Fleet, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{
 		opts: opts, nc: nc, js: js, ctx: ctx, cancel: cancel, start: opts.Now(),
-		upstreams: make(map[string]*upstream), beats: make(map[string]time.Time),
-		dirty: make(chan *upstream, 1024), kick: make(chan struct{}, 1), resyncDue: true,
+		upstreams: make(map[string]*upstream), beats: make(map[string]time.Time), heard: make(map[string]time.Time),
+		dirty: make(chan *upstream, 1024), kick: make(chan struct{}, 1), resyncDue: true, stop: make(chan struct{}),
 	}
 	f.processes.Store(1)
 	status := nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
-	f.wg.Go(func() { f.maintain(status) })
+	f.maint.Go(func() { f.maintain(status) })
 	f.wake()
 	return f, nil
 }
@@ -94,14 +99,36 @@ func (f *Fleet) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the Fleet's goroutines and removes its heartbeat (within
-// Options.Wait). It is safe to call more than once.
+// Close leaves the fleet without losing what this process owes it. It
+// stops the maintainer after the write it is making (a write is never cut
+// short), then, under a fresh timeout of its own (CloseTimeout), writes
+// what is still owed: a probe's result, failure reports, holds, learned
+// limits, the batched first attempts. A probe this process still holds
+// (its call still under way) is given up: the breaker reopens with its
+// cooldown already over, so that another process may probe at once.
+// Then it removes the heartbeat and stops the watcher. Calls made during
+// and after Close decide with this process's state alone. It is safe to
+// call more than once.
 func (f *Fleet) Close() {
-	if f.ctx.Err() != nil {
+	if !f.closing.CompareAndSwap(false, true) {
 		return
 	}
+	close(f.stop)
+	f.maint.Wait()
+	healthy := f.healthy.Swap(false) // from now on every decision is local
+	if ref := f.kv.Load(); ref != nil && healthy {
+		ctx, cancel := context.WithTimeout(context.Background(), f.closeTimeout())
+		for _, u := range f.snapshot() {
+			if err := u.leave(ctx); err != nil {
+				f.opts.Logger.Warn("fleet: closing: a write this process owed the fleet was not made",
+					slog.String("upstream", u.name), slog.String("process", f.opts.Process), slog.Any("error", err))
+			}
+		}
+		_ = ref.kv.Delete(ctx, key(names.UpstreamProcess, f.opts.Process))
+		cancel()
+	}
 	f.cancel()
-	f.wg.Wait() // the watch goroutine ends with the context too
+	f.wg.Wait() // the watch goroutine ends with the context
 	f.mu.Lock()
 	w := f.watcher
 	f.watcher = nil
@@ -112,12 +139,27 @@ func (f *Fleet) Close() {
 	if w != nil && f.nc.Status() == nats.CONNECTED {
 		_ = w.Stop()
 	}
-	if ref := f.kv.Load(); ref != nil && f.healthy.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), f.opts.Wait)
-		_ = ref.kv.Delete(ctx, key(names.UpstreamProcess, f.opts.Process))
-		cancel()
+}
+
+// CloseTimeout is the bound of the writes Close makes: four times
+// Options.Wait, at least one second.
+func (o Options) CloseTimeout() time.Duration { return max(4*o.Wait, time.Second) }
+
+func (f *Fleet) closeTimeout() time.Duration { return f.opts.CloseTimeout() }
+
+// alive reports whether the process p is alive: this one, or one whose
+// heartbeat the watcher delivered within three heartbeats (on this
+// process's real clock, so that a clock that jumps, or a test's, does not
+// kill anyone). A process SIGKILLed stops its heartbeat, and the probe it
+// held is free within three heartbeats.
+func (f *Fleet) alive(p string) bool {
+	if p == f.opts.Process {
+		return true
 	}
-	f.healthy.Store(false)
+	f.mu.Lock()
+	t, ok := f.heard[p]
+	f.mu.Unlock()
+	return ok && time.Since(t) <= 3*f.opts.Heartbeat
 }
 
 // Stats are a Fleet's counters since Open.
@@ -197,7 +239,7 @@ func (f *Fleet) degrade(reason string, resync bool) {
 // ErrUnavailable and degrades the Fleet (a compare-and-set lost too often
 // is no failure of NATS: the callers answer it conservatively instead).
 func (f *Fleet) failed(op string, err error) error {
-	if !errors.Is(err, errContended) && f.ctx.Err() == nil { // closing is no failure
+	if !errors.Is(err, errContended) && !f.closing.Load() { // closing is no failure
 		f.degrade(op+": "+err.Error(), !errors.Is(err, context.DeadlineExceeded))
 	}
 	return fmt.Errorf("%w: %s: %w", guard.ErrUnavailable, op, err)

@@ -73,14 +73,15 @@ type proc struct {
 
 // procConfig is what the processes of a test share.
 type procConfig struct {
-	guards  guard.Config
-	policy  retry.Policy
-	wait    time.Duration
-	connect []nats.Option
+	guards    guard.Config
+	policy    retry.Policy
+	wait      time.Duration
+	heartbeat time.Duration // default 200 ms
+	connect   []nats.Option
 }
 
 // startProc starts a process of the fleet on the server at url.
-func startProc(t *testing.T, url string, clk *testClock, name string, pc procConfig) *proc {
+func startProc(t *testing.T, url string, clk retry.Clock, name string, pc procConfig) *proc {
 	t.Helper()
 	opts := append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(20 * time.Millisecond), nats.Name(name)}, pc.connect...)
 	nc, err := nats.Connect(url, opts...)
@@ -93,7 +94,11 @@ func startProc(t *testing.T, url string, clk *testClock, name string, pc procCon
 	if wait == 0 {
 		wait = 5 * time.Second // a loaded machine under -race: no degradation by accident
 	}
-	p.fleet, err = Open(nc, js, Options{Process: name, Wait: wait, Heartbeat: 200 * time.Millisecond, Now: clk.Now,
+	beat := pc.heartbeat
+	if beat == 0 {
+		beat = 200 * time.Millisecond
+	}
+	p.fleet, err = Open(nc, js, Options{Process: name, Wait: wait, Heartbeat: beat, Now: clk.Now,
 		Logger: slog.New(slog.NewTextHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	require.NoError(t, err)
 	t.Cleanup(p.fleet.Close)
@@ -112,6 +117,14 @@ func startProc(t *testing.T, url string, clk *testClock, name string, pc procCon
 	p.mw, err = retry.New(retry.Options{Policy: policy, Sink: p.sink, Guards: gs, Clock: clk, Classifier: statusClassifier})
 	require.NoError(t, err)
 	return p
+}
+
+// refusing makes pc's calls refused at once while the fleet's probe is
+// in flight, instead of waiting for its verdict (a HintCap below
+// retry.ProbePoll), as the tests of the refusal need.
+func refusing(pc procConfig) procConfig {
+	pc.policy = retry.Policy{MaxRetries: 0, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, HintCap: time.Millisecond}
+	return pc
 }
 
 var testCall = retry.Call{SessionID: "sess-1", Provider: "anthropic", Model: "claude-fleet"}

@@ -101,7 +101,7 @@ func TestHoldAfter429ReachesEveryProcess(t *testing.T) {
 	// status 0, naming the fleet's hold.
 	err = a.call(func() error { return &statusError{status: 429, header: map[string]string{"Retry-After": "30"}} })
 	require.Error(t, err)
-	eventually(t, "b sees the second hold", func() bool { _, w, _ := b.guard().Reserve(); return w > 0 })
+	eventually(t, "b sees the second hold", func() bool { _, w, lerr := b.guard().Reserve(); return w > 0 && lerr.Hold })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err = retry.Do(ctx, b.mw, testCall, func(context.Context, retry.Attempt) (int, retry.Report, error) {

@@ -24,7 +24,7 @@ func (f *Fleet) maintain(status chan nats.Status) {
 	var lastBeat time.Time
 	for {
 		select {
-		case <-f.ctx.Done():
+		case <-f.stop:
 			return
 		case st, ok := <-status:
 			if !ok {
@@ -77,7 +77,8 @@ func (f *Fleet) flush(u *upstream, firsts bool) {
 		u.dropPending()
 		return
 	}
-	ctx, cancel := context.WithTimeout(f.ctx, max(4*f.opts.Wait, time.Second))
+	// Not bounded by f.ctx: Close waits for this write rather than cut it.
+	ctx, cancel := context.WithTimeout(context.Background(), f.closeTimeout())
 	defer cancel()
 	if err := u.flush(ctx, firsts); err != nil {
 		_ = f.failed("writing the state of "+u.name, err)
@@ -88,7 +89,7 @@ func (f *Fleet) flush(u *upstream, firsts bool) {
 // it rebuilds the watcher; once the watcher has caught up and a write
 // goes through within Options.Wait, the Fleet is healthy again.
 func (f *Fleet) recover() {
-	if f.healthy.Load() || f.ctx.Err() != nil || f.nc.Status() != nats.CONNECTED {
+	if f.healthy.Load() || f.closing.Load() || f.nc.Status() != nats.CONNECTED {
 		return
 	}
 	f.mu.Lock()
@@ -119,6 +120,7 @@ func (f *Fleet) resync() {
 	f.watcher, f.resyncDue = nil, false
 	epoch := f.epoch.Add(1)
 	clear(f.beats)
+	clear(f.heard)
 	ups := make([]*upstream, 0, len(f.upstreams))
 	for _, u := range f.upstreams {
 		ups = append(ups, u)
@@ -193,9 +195,16 @@ func (f *Fleet) apply(e jetstream.KeyValueEntry, epoch uint64) {
 	if f.epoch.Load() == epoch {
 		rec, ok := decode(e.Value(), (*processRecord).valid)
 		if ok && e.Operation() == jetstream.KeyValuePut {
-			f.beats[name] = rec.Heartbeat
+			heard := time.Now()
+			if f.synced != epoch {
+				// Replayed: it may be the last heartbeat of a process long
+				// gone; it is as old as the clocks say.
+				heard = heard.Add(-max(0, f.opts.Now().Sub(rec.Heartbeat)))
+			}
+			f.beats[name], f.heard[name] = rec.Heartbeat, heard
 		} else {
 			delete(f.beats, name)
+			delete(f.heard, name)
 		}
 	}
 	f.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -43,6 +44,12 @@ type Options struct {
 	// Logger receives the changes of mode (degraded, restored), once
 	// each. Nil discards them.
 	Logger *slog.Logger
+	// OnBreakerChange, when set, is told every change of state of the
+	// fleet's breaker of an upstream, whichever process made it, as the
+	// watcher delivers it (in order, on the watcher's goroutine: it must
+	// be quick). The first record of an upstream seen counts as a change
+	// from closed.
+	OnBreakerChange func(upstream string, from, to breaker.State)
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -42,12 +42,14 @@ type breakerRecord struct {
 	Reason string    `json:"reason,omitempty"`
 }
 
-// limitsRecord holds the per-minute limits learned from the headers.
+// limitsRecord holds the per-minute limits learned from the headers, and
+// the requests limit inferred from 429s where none is learned.
 type limitsRecord struct {
-	V      int           `json:"v"`
-	Limits dimsOf[int64] `json:"per_minute"`
-	By     string        `json:"by"`
-	At     time.Time     `json:"at"`
+	V        int             `json:"v"`
+	Limits   dimsOf[int64]   `json:"per_minute"`
+	Inferred *guard.Inferred `json:"inferred,omitempty"`
+	By       string          `json:"by"`
+	At       time.Time       `json:"at"`
 }
 
 // holdRecord holds the upstream until Until, after a 429.
@@ -151,6 +153,9 @@ func (r *limitsRecord) valid() bool {
 		if v < 0 {
 			return false
 		}
+	}
+	if i := r.Inferred; i != nil && (!(i.Base >= 0) || math.IsInf(i.Base, 0)) {
+		return false
 	}
 	return r.V == recordVersion
 }

@@ -28,14 +28,17 @@ type upstream struct {
 	cap    mirror[capacityRecord]
 	bud    mirror[budgetRecord]
 
-	learned   guard.Limits  // the limits this process's own responses said
-	seen      remainingSeen // what they said remained
-	localHold holdRecord    // a hold this process asked for, until the watcher echoes it
+	learned   guard.Limits   // the limits this process's own responses said
+	inferred  guard.Inferred // the requests limit this process inferred from its 429s
+	seen      remainingSeen  // what they said remained
+	localHold holdRecord     // a hold this process asked for, until the watcher echoes it
 	allow     allowance
 	est       guard.Estimate // of this process's made attempts
 	pend      pending
 	firsts    map[int64]int64 // first attempts not yet written, by budget slot
 	dirty     bool
+	held      *probeReport  // the probe this process claimed and has not reported
+	told      breaker.State // the state Options.OnBreakerChange was last told
 }
 
 // pending are the writes an upstream owes, made by the maintainer.
@@ -51,17 +54,31 @@ func newUpstream(f *Fleet, name string) *upstream {
 	return &upstream{f: f, name: name, firsts: make(map[int64]int64)}
 }
 
-// apply mirrors the entry of a record of kind, unless epoch is over.
+// apply mirrors the entry of a record of kind, unless epoch is over, and
+// tells Options.OnBreakerChange of a breaker's change of state.
 func (u *upstream) apply(kind string, e jetstream.KeyValueEntry, epoch uint64) {
+	if from, to, changed := u.applyLocked(kind, e, epoch); changed && u.f.opts.OnBreakerChange != nil {
+		u.f.opts.OnBreakerChange(u.name, from, to)
+	}
+}
+
+func (u *upstream) applyLocked(kind string, e jetstream.KeyValueEntry, epoch uint64) (from, to breaker.State, changed bool) {
 	put := e.Operation() == jetstream.KeyValuePut
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.f.epoch.Load() != epoch {
-		return
+		return 0, 0, false
 	}
 	switch kind {
 	case names.UpstreamBreaker:
 		applyTo(&u.br, e, put, (*breakerRecord).valid)
+		rec, ok := decode(e.Value(), (*breakerRecord).valid)
+		to = breaker.Closed
+		if put && ok {
+			to = stateOf(rec.State)
+		}
+		from, changed = u.told, to != u.told
+		u.told = to
 	case names.UpstreamLimits:
 		applyTo(&u.lim, e, put, (*limitsRecord).valid)
 	case names.UpstreamHold:
@@ -71,6 +88,18 @@ func (u *upstream) apply(kind string, e jetstream.KeyValueEntry, epoch uint64) {
 	case names.UpstreamBudget:
 		applyTo(&u.bud, e, put, (*budgetRecord).valid)
 	}
+	return from, to, changed
+}
+
+// stateOf is the breaker.State of a record's state.
+func stateOf(s string) breaker.State {
+	switch s {
+	case stateOpen:
+		return breaker.Open
+	case stateHalfOpen:
+		return breaker.HalfOpen
+	}
+	return breaker.Closed
 }
 
 func applyTo[T any](m *mirror[T], e jetstream.KeyValueEntry, put bool, valid func(*T) bool) {
@@ -141,14 +170,47 @@ func (u *upstream) flush(ctx context.Context, firsts bool) error {
 	return errors.Join(errs...)
 }
 
-// limitsLocked are the limits in force: the fleet's learned ones, this
-// process's latest observation over them, the configured ones over all.
-func (u *upstream) limitsLocked() guard.Limits {
+// leave makes the writes u owes before the process leaves the fleet: the
+// pending ones, the batched first attempts, and the release of a probe
+// still under way (its result will not be written: another process may
+// probe at once).
+func (u *upstream) leave(ctx context.Context) error {
+	u.mu.Lock()
+	if u.held != nil && u.pend.probe == nil {
+		u.pend.probe = u.held // result Ignore: reopened, its cooldown over
+	}
+	u.held = nil
+	u.mu.Unlock()
+	return u.flush(ctx, true)
+}
+
+// limitsLocked are the limits in force at now: the fleet's learned ones,
+// this process's latest observation over them, the configured ones over
+// all; without any, the requests limit inferred from 429s.
+func (u *upstream) limitsLocked(now time.Time) guard.Limits {
+	l := u.knownLocked()
+	if !l.Any() {
+		l[guard.Requests] = u.inferredLocked(now).Limit(now)
+	}
+	return l
+}
+
+// knownLocked are the limits learned or configured.
+func (u *upstream) knownLocked() guard.Limits {
 	var l guard.Limits
 	if u.lim.ok {
 		l = guard.Limits(u.lim.rec.Limits)
 	}
 	return l.Over(u.learned).Over(u.params.Configured)
+}
+
+// inferredLocked is the lower of the fleet's inferred limit and this
+// process's (which is newer until its write lands).
+func (u *upstream) inferredLocked(now time.Time) guard.Inferred {
+	if u.lim.ok && u.lim.rec.Inferred != nil && !u.inferred.Below(*u.lim.rec.Inferred, now) {
+		return *u.lim.rec.Inferred
+	}
+	return u.inferred
 }
 
 // OpenError is the rejection of the fleet's breaker. It unwraps to

@@ -75,6 +75,21 @@ func (l Limits) Over(o Limits) Limits {
 	return l
 }
 
+// Dims is a set of dimensions.
+type Dims [NumDims]bool
+
+// Any reports whether the set has a dimension.
+func (s Dims) Any() bool { return s != Dims{} }
+
+// Dims is the set of dimensions l limits.
+func (l Limits) Dims() Dims {
+	var s Dims
+	for d, v := range l {
+		s[d] = v > 0
+	}
+	return s
+}
+
 // Cost is what one attempt uses of each dimension.
 type Cost [NumDims]float64
 
@@ -104,6 +119,11 @@ type Config struct {
 	Burst time.Duration
 	// Budget configures the retry budget; the zero value has none.
 	Budget Budget
+	// AttemptTimeout is the longest an attempt may take (the retry
+	// policy's AttemptTimeout; 0: none): a fleet's probe keeps its claim
+	// at least that long, so that a probe slower than the cooldown is not
+	// taken over.
+	AttemptTimeout time.Duration
 	// Shared is the fleet's shared state; nil keeps every decision local.
 	Shared Shared
 	// Now is the clock; nil selects time.Now.
@@ -127,6 +147,14 @@ type Budget struct {
 	Ratio  float64
 	Min    int
 	Window time.Duration
+	// Exact: a zero Ratio or Min means none, not the default.
+	Exact bool
+}
+
+// BudgetOf is the budget of percent of the first attempts plus
+// minPerMinute retries a minute (scaled to the window), over window.
+func BudgetOf(percent, minPerMinute float64, window time.Duration) Budget {
+	return Budget{On: true, Ratio: percent / 100, Min: int(math.Round(minPerMinute * window.Minutes())), Window: window, Exact: true}
 }
 
 // Params are the settings a Shared backend needs for an upstream.
@@ -135,6 +163,7 @@ type Params struct {
 	Cooldown         time.Duration
 	Burst            time.Duration
 	Budget           Budget
+	AttemptTimeout   time.Duration
 	// Configured are the configured limits of the upstream, if any.
 	Configured Limits
 }
@@ -143,6 +172,9 @@ type Params struct {
 func (c Config) normalize() (Config, error) {
 	var errs []error
 	bad := func(field, rule string) { errs = append(errs, fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, rule)) }
+	if c.AttemptTimeout < 0 {
+		bad("AttemptTimeout", "is "+c.AttemptTimeout.String()+"; it must not be negative (0: none)")
+	}
 	if c.Burst < 0 {
 		bad("Burst", "is "+c.Burst.String()+"; it must not be negative (0 selects 1s)")
 	}
@@ -171,10 +203,10 @@ func (c Config) normalize() (Config, error) {
 		c.Burst = DefaultBurst
 	}
 	if b.On {
-		if b.Ratio == 0 {
+		if b.Ratio == 0 && !b.Exact {
 			b.Ratio = DefaultBudgetRatio
 		}
-		if b.Min == 0 {
+		if b.Min == 0 && !b.Exact {
 			b.Min = DefaultBudgetMin
 		}
 		if b.Window == 0 {

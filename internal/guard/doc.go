@@ -14,11 +14,16 @@
 //     takes its estimated cost (Estimate: the mean of the actual costs
 //     plus twice their deviation, the rest given back when the attempt
 //     settles) or says how long until it fits; a 429 with
-//     a hint holds the upstream until then. Waiting is the caller's
-//     business (the middleware sleeps on its clock); it is not an attempt.
+//     a hint holds the upstream until then. A 429 gives nothing back (the
+//     reservation is spent, the buckets are empty as of it: the caller
+//     was ahead of the provider), and an upstream with no limit learned
+//     or configured gets one inferred from its 429s (Inferred). Waiting is
+//     the caller's business (the middleware sleeps on its clock); it is
+//     not an attempt.
 //   - Retry budget (Envoy and gRPC style): retries are allowed while they
 //     stay within Ratio of the first attempts of the last Window, plus a
-//     floor of Min retries.
+//     floor of Min retries. With rate limits on, a retry after a 429 is
+//     not the budget's (PacesRateLimits): the hold paces it.
 //
 // # Local and shared state
 //

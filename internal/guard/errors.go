@@ -73,7 +73,8 @@ func (e *BudgetError) Error() string {
 	}
 	return scope + " retry budget of " + e.Upstream + " spent: " + strconv.FormatInt(e.Retries, 10) +
 		" retries for " + strconv.FormatInt(e.First, 10) + " first attempts in the last " + e.Window.String() +
-		" (at most " + strconv.FormatFloat(e.Ratio*100, 'f', -1, 64) + " % plus " + strconv.Itoa(e.Min) + ")"
+		" (at most " + strconv.FormatFloat(e.Ratio*100, 'f', -1, 64) + " % plus " + strconv.Itoa(e.Min) +
+		"; to allow more, raise the retry budget's percentage or its minimum per minute: --retry-budget-percent, --retry-budget-min, or RetryBudget in ledger.FleetConfig)"
 }
 
 // Unwrap returns ErrBudgetSpent.

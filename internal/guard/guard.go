@@ -72,7 +72,8 @@ func (s *Set) Get(key string) *Guard {
 			cd = breaker.DefaultCooldown
 		}
 		g.shared = s.cfg.Shared.Upstream(key, Params{
-			FailureThreshold: th, Cooldown: cd, Burst: s.cfg.Burst, Budget: s.cfg.Budget, Configured: g.configured,
+			FailureThreshold: th, Cooldown: cd, Burst: s.cfg.Burst, Budget: s.cfg.Budget, AttemptTimeout: s.cfg.AttemptTimeout,
+			Configured: g.configured,
 		})
 	}
 	s.guards[key] = g
@@ -118,6 +119,32 @@ func (g *Guard) Key() string { return g.key }
 
 // Breaker is the upstream's local breaker.
 func (g *Guard) Breaker() *breaker.Breaker { return g.br }
+
+// BreakerState is the state of the breaker that decides now: the fleet's
+// while the shared state is healthy, else this process's.
+func (g *Guard) BreakerState() breaker.State {
+	if g.sharedOK() {
+		return g.shared.State(g.set.cfg.Now())
+	}
+	return g.br.State()
+}
+
+// ProbeInFlight reports whether err is the fleet's breaker refusing
+// because the fleet's probe is in flight (half-open): its verdict comes
+// within the probe's attempt, and a caller may wait for it rather than
+// fail. A process's own breaker's refusals are never such.
+func (g *Guard) ProbeInFlight(err error) bool {
+	var oe *breaker.OpenError
+	return g.sharedOK() && errors.As(err, &oe) && oe.State == breaker.HalfOpen
+}
+
+// PacesRateLimits reports whether the guards keep the upstream's rate
+// limits (Config.RateLimits): a retry after a 429 then waits for the hold
+// and the capacity, and is not taken from the retry budget.
+func (g *Guard) PacesRateLimits() bool { return g.set.cfg.RateLimits }
+
+// Shared is the set's shared backend, nil without one.
+func (s *Set) Shared() Shared { return s.cfg.Shared }
 
 // sharedOK reports whether the shared state decides now.
 func (g *Guard) sharedOK() bool { return g.shared != nil && g.set.cfg.Shared.Healthy() }
@@ -181,7 +208,9 @@ func (g *Guard) Done(p Permit, r breaker.Result) {
 // Reservation is the capacity an attempt took, handed back to Settle.
 type Reservation struct {
 	cost   Cost
-	where  uint8 // 0 none, 1 local, 2 shared
+	took   Dims      // the dimensions cost was taken from
+	at     time.Time // when
+	where  uint8     // 0 none, 1 local, 2 shared
 	sealed bool
 }
 
@@ -209,12 +238,15 @@ func (g *Guard) Reserve() (Reservation, time.Duration, *LimitError) {
 		}
 	}
 	if g.sharedOK() {
-		wait, lerr, err := g.shared.Reserve(now, cost)
+		took, wait, lerr, err := g.shared.Reserve(now, cost)
 		if err == nil {
 			if wait > 0 {
 				return Reservation{}, wait, lerr
 			}
-			return Reservation{cost: cost, where: reservedShared}, 0, nil
+			if !took.Any() {
+				return Reservation{}, 0, nil // no limit known: nothing taken
+			}
+			return Reservation{cost: cost, took: took, at: now, where: reservedShared}, 0, nil
 		}
 	}
 	share := 1
@@ -223,11 +255,13 @@ func (g *Guard) Reserve() (Reservation, time.Duration, *LimitError) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	lim := g.lim.learned.Over(g.configured)
+	lim := g.lim.limits(now, g.configured)
 	wait, dim, held := g.lim.reserve(now, lim, share, g.set.cfg.Burst, cost)
 	switch {
+	case wait == 0 && !lim.Any():
+		return Reservation{}, 0, nil // no limit known: nothing taken
 	case wait == 0:
-		return Reservation{cost: cost, where: reservedLocal}, 0, nil
+		return Reservation{cost: cost, took: lim.Dims(), at: now, where: reservedLocal}, 0, nil
 	case held:
 		return Reservation{}, wait, &LimitError{Upstream: g.key, Hold: true, Until: g.lim.hold, Reason: g.lim.holdWhy}
 	}
@@ -255,9 +289,11 @@ type Outcome struct {
 
 // Settle closes the reservation of an attempt with its outcome: it gives
 // back what was reserved beyond the actual cost (all of it when the
-// attempt was not made or was refused with a 429), learns the limits the
-// headers say, and holds the upstream until the hint (or the reset) of a
-// 429. It is a no-op without rate limits. Settle a reservation once.
+// attempt was not made), learns the limits the headers say, and holds the
+// upstream until the hint (or the reset) of a 429. A 429 gives nothing
+// back: it says the fleet was ahead of the provider, so what it reserved
+// is spent (giving it back let capacity that never existed circulate).
+// It is a no-op without rate limits. Settle a reservation once.
 func (g *Guard) Settle(res *Reservation, o Outcome) {
 	if !g.set.cfg.RateLimits || res.sealed {
 		return
@@ -265,14 +301,21 @@ func (g *Guard) Settle(res *Reservation, o Outcome) {
 	res.sealed = true
 	now := g.set.cfg.Now()
 	var actual Cost
-	if o.Made && !o.RateLimited {
+	switch {
+	case o.Made && o.RateLimited:
+		actual = res.cost // spent: the fleet was ahead
+	case o.Made:
 		actual = costOf(o.Usage)
 	}
 	obs := ParseHeaders(o.Header, now)
 	var hold time.Time
 	var why string
+	var hint time.Duration
 	if o.RateLimited {
 		hold, why = holdOf(now, &o, &obs)
+		if !hold.IsZero() {
+			hint = hold.Sub(now)
+		}
 	}
 	g.mu.Lock()
 	if o.Success {
@@ -282,14 +325,17 @@ func (g *Guard) Settle(res *Reservation, o Outcome) {
 		g.lim.adjust(res.cost, actual)
 	}
 	g.lim.observe(&obs, now)
+	if o.RateLimited {
+		g.lim.rateLimited(now, hint, g.configured)
+	}
 	if !hold.IsZero() {
 		g.lim.holdUntil(hold, why)
 	}
 	g.mu.Unlock()
-	if g.shared != nil && (res.where == reservedShared || !obs.Empty() || !hold.IsZero()) {
+	if g.shared != nil && (res.where == reservedShared || !obs.Empty() || o.RateLimited) {
 		g.shared.Observe(now, SharedObservation{
-			Reserved: res.where == reservedShared, Cost: res.cost, Actual: actual,
-			Headers: obs, HoldUntil: hold, HoldWhy: why,
+			Reserved: res.where == reservedShared, Took: res.took, ReservedAt: res.at, Cost: res.cost, Actual: actual,
+			Headers: obs, HoldUntil: hold, HoldWhy: why, RateLimited: o.RateLimited, Hint: hint,
 		})
 	}
 }

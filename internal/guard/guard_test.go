@@ -299,7 +299,8 @@ func TestRetryBudget(t *testing.T) {
 	assert.ErrorIs(t, err, ErrBudgetSpent)
 	assert.Equal(t, int64(4), be.Retries)
 	assert.Equal(t, int64(10), be.First)
-	assert.Equal(t, "process retry budget of "+key+" spent: 4 retries for 10 first attempts in the last 1m0s (at most 20 % plus 2)", err.Error())
+	assert.Equal(t, "process retry budget of "+key+" spent: 4 retries for 10 first attempts in the last 1m0s (at most 20 % plus 2"+
+		"; to allow more, raise the retry budget's percentage or its minimum per minute: --retry-budget-percent, --retry-budget-min, or RetryBudget in ledger.FleetConfig)", err.Error())
 	// Five more first attempts allow one more retry.
 	for range 5 {
 		g.First()
@@ -383,16 +384,17 @@ type stubUpstream struct {
 	estimate           Cost
 }
 
-func (u *stubUpstream) Check(time.Time) error { return u.allowErr }
+func (u *stubUpstream) Check(time.Time) error         { return u.allowErr }
+func (u *stubUpstream) State(time.Time) breaker.State { return breaker.Open }
 func (u *stubUpstream) Allow(time.Time) (SharedPermit, error) {
 	return SharedPermit{Generation: 7}, u.allowErr
 }
 func (u *stubUpstream) Done(time.Time, SharedPermit, breaker.Result) { u.dones++ }
-func (u *stubUpstream) Reserve(time.Time, Cost) (time.Duration, *LimitError, error) {
+func (u *stubUpstream) Reserve(time.Time, Cost) (Dims, time.Duration, *LimitError, error) {
 	if u.reserveWait > 0 {
-		return u.reserveWait, &LimitError{Fleet: true}, nil
+		return Dims{}, u.reserveWait, &LimitError{Fleet: true}, nil
 	}
-	return 0, nil, u.reserveErr
+	return Dims{Requests: true}, 0, nil, u.reserveErr
 }
 func (u *stubUpstream) Observe(_ time.Time, o SharedObservation) { u.observed = append(u.observed, o) }
 func (u *stubUpstream) First(time.Time)                          { u.firsts++ }
@@ -466,8 +468,66 @@ func TestSettleTellsTheSharedState(t *testing.T) {
 	require.Len(t, up.observed, 1)
 	o := up.observed[0]
 	assert.True(t, o.Reserved)
-	assert.Equal(t, Cost{}, o.Actual, "a 429 costs nothing")
+	assert.Equal(t, Dims{Requests: true}, o.Took)
+	assert.Equal(t, o.Cost, o.Actual, "a 429's reservation is spent: the fleet was ahead")
 	assert.Equal(t, Cost{Requests: 1}, o.Cost)
+	assert.True(t, o.RateLimited)
+	assert.Equal(t, time.Second, o.Hint, "the hold's, from the reset")
 	assert.Equal(t, clk.Now().Add(time.Second), o.HoldUntil)
 	assert.Equal(t, int64(600), o.Headers.Limit[Requests])
+}
+
+// A 429 gives nothing back: the attempt's reservation is spent (the
+// process was ahead of the provider), and the bucket is empty as of the
+// 429, so the next attempt waits for the refill.
+func Test429RefundsNothing(t *testing.T) {
+	s, clk := newSet(t, Config{RateLimits: true, Limits: map[string]Limits{key: {Requests: 600}}})
+	g := s.Get(key)
+	for range 9 { // 600/min, a one-second burst: 10 at once
+		settle(t, g, Outcome{Made: true, Success: true})
+	}
+	settle(t, g, Outcome{Made: true, RateLimited: true})
+	_, wait, lerr := g.Reserve()
+	require.NotNil(t, lerr, "the 429's request was not given back")
+	assert.Equal(t, 100*time.Millisecond+time.Microsecond, wait)
+	clk.Advance(wait)
+	settle(t, g, Outcome{Made: true, Success: true})
+}
+
+// Without a limit known (no headers, none configured), a 429 with a hint
+// infers one: one attempt per hint, less the margin; attempts are then
+// spread at that rate, starting from an empty bucket.
+func TestInferredLimitFrom429s(t *testing.T) {
+	s, clk := newSet(t, Config{RateLimits: true})
+	g := s.Get(key)
+	for range 20 {
+		settle(t, g, Outcome{Made: true, Success: true}) // no limit: nothing waits
+	}
+	settle(t, g, Outcome{Made: true, RateLimited: true, Hint: 50 * time.Millisecond, HasHint: true})
+	_, wait, lerr := g.Reserve()
+	require.NotNil(t, lerr)
+	assert.True(t, lerr.Hold, "the hint holds first")
+	clk.Advance(wait)
+	_, wait, lerr = g.Reserve()
+	require.NotNil(t, lerr, "the hold's end does not release every call at once")
+	assert.InDelta(t, 1080, lerr.PerMinute, 1, "90 %% of one request per 50 ms")
+	clk.Advance(wait)
+	settle(t, g, Outcome{Made: true, Success: true})
+	// It rises slowly while no 429 comes.
+	clk.Advance(10 * time.Second)
+	assert.InDelta(t, 1080*1.1, g.lim.limits(clk.Now(), Limits{})[Requests], 2, "1 %% of it a second")
+}
+
+func TestInferredShape(t *testing.T) {
+	now := time.Now()
+	var i Inferred
+	assert.Equal(t, i, i.Lower(now, 0), "no hint, no limit: nothing to go by")
+	i = i.Lower(now, 100*time.Millisecond)
+	assert.Equal(t, int64(540), i.Limit(now))
+	soon := now.Add(50 * time.Millisecond)
+	assert.Equal(t, i.Limit(soon), i.Lower(soon, time.Millisecond).Limit(soon), "a smaller hint does not raise it")
+	assert.Equal(t, i.Limit(soon), i.Lower(soon, 0).Limit(soon), "a storm at one instant lowers it once")
+	later := now.Add(2 * time.Second)
+	assert.Equal(t, int64(496), i.Lower(later, 0).Limit(later), "540 raised by 2 %, less 10 %")
+	assert.Equal(t, int64(810), i.Limit(now.Add(time.Hour)), "at most 1.5 times")
 }

@@ -19,6 +19,37 @@ type limiter struct {
 	// bucket started: the bucket starts from it rather than full.
 	remaining [NumDims]tokenbucket.Bucket
 	seen      [NumDims]bool
+	// inferred is the requests limit inferred from 429s while no limit
+	// is learned or configured.
+	inferred Inferred
+}
+
+// limits are the limits in force at now: the learned ones, the
+// configured ones over them, or else the inferred one.
+func (l *limiter) limits(now time.Time, configured Limits) Limits {
+	lim := l.learned.Over(configured)
+	if !lim.Any() {
+		lim[Requests] = l.inferred.Limit(now)
+	}
+	return lim
+}
+
+// rateLimited takes in a 429 at now whose hint (0: none) is hint: the
+// provider had less than the attempt's cost, so every bucket is empty as
+// of now (the calls a hold releases are spread over the refill, not sent
+// at once), and, with no limit learned or configured, the inferred limit
+// is lowered.
+func (l *limiter) rateLimited(now time.Time, hint time.Duration, configured Limits) {
+	if !l.learned.Over(configured).Any() {
+		l.inferred = l.inferred.Lower(now, hint)
+	}
+	for d := range NumDims {
+		if l.started[d] {
+			l.buckets[d] = tokenbucket.Bucket{Level: min(l.buckets[d].Level, 0), At: now}
+		} else {
+			l.remaining[d], l.seen[d] = tokenbucket.Bucket{At: now}, true
+		}
+	}
 }
 
 // bucketLimit is the limit of dimension d: l's, divided by share.

@@ -34,16 +34,22 @@ type SharedUpstream interface {
 	// rejects for sure now (open, or a probe in flight), without claiming
 	// anything; nil otherwise.
 	Check(now time.Time) error
+	// State is the shared breaker's state at now: Closed, Open (also
+	// past its cooldown, until a probe is claimed) or HalfOpen (a probe
+	// in flight).
+	State(now time.Time) breaker.State
 	// Allow admits an attempt, or returns the breaker's rejection (an
 	// error wrapping breaker.ErrCircuitOpen). After the cooldown it claims
 	// the fleet's single probe.
 	Allow(now time.Time) (SharedPermit, error)
 	// Done reports the outcome of the attempt admitted by p.
 	Done(now time.Time, p SharedPermit, r breaker.Result)
-	// Reserve takes cost from the shared capacity, or returns how long
+	// Reserve takes cost from the shared capacity and returns the
+	// dimensions it took it from (none when no limit is known: nothing
+	// was taken, and nothing may be given back), or returns how long
 	// until it fits and the limit it waits for (wait > 0 with a non-nil
-	// *LimitError; the zero wait means taken).
-	Reserve(now time.Time, cost Cost) (time.Duration, *LimitError, error)
+	// *LimitError).
+	Reserve(now time.Time, cost Cost) (Dims, time.Duration, *LimitError, error)
 	// Observe tells the shared state what an attempt learned: the cost it
 	// reserved (when Reserved) against its actual cost, the rate-limit
 	// headers, and the hold a 429 asks for (zero HoldUntil: none).
@@ -62,11 +68,20 @@ type SharedUpstream interface {
 }
 
 // SharedObservation is what a settled attempt tells the shared state.
+// When Reserved, Cost was taken at ReservedAt from the dimensions Took;
+// Actual is what the attempt used (for a 429: Cost, as the fleet was
+// ahead of the provider and its reservation is spent).
 type SharedObservation struct {
-	Reserved  bool
-	Cost      Cost
-	Actual    Cost
-	Headers   Observed
-	HoldUntil time.Time
-	HoldWhy   string
+	Reserved   bool
+	Took       Dims
+	ReservedAt time.Time
+	Cost       Cost
+	Actual     Cost
+	Headers    Observed
+	HoldUntil  time.Time
+	HoldWhy    string
+	// RateLimited: the provider answered 429, with Hint (0: none) the
+	// wait it asked for (or the hold's, from the reset headers).
+	RateLimited bool
+	Hint        time.Duration
 }

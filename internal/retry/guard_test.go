@@ -120,9 +120,11 @@ func TestDo429HoldsOtherCalls(t *testing.T) {
 	ok := &scripted{steps: []step{{}}}
 	_, err = Do(context.Background(), h.m, other, ok.fn)
 	require.NoError(t, err)
-	assert.Equal(t, []time.Duration{700 * time.Millisecond}, h.clock.Sleeps())
+	// The hold, then (no limit being known, one is inferred from the
+	// hint: 90 % of one request per 700 ms) what the refill still needs.
+	assert.Equal(t, []time.Duration{700 * time.Millisecond, 69231 * time.Microsecond}, h.clock.Sleeps())
 	assert.Len(t, ok.calls(), 1)
-	assert.Equal(t, uint64(1), h.m.Stats().Waits)
+	assert.Equal(t, uint64(2), h.m.Stats().Waits)
 	assert.Equal(t, 2, h.sink.Len(), "one event per attempt; the wait has none")
 }
 
@@ -144,7 +146,8 @@ func TestDoAccountsKeepLimitsApartAndShareTheBreaker(t *testing.T) {
 	assert.Empty(t, h.clock.Sleeps(), "b's account is not held")
 	_, err = Do(context.Background(), h.m, a, ok.fn)
 	require.NoError(t, err)
-	assert.Equal(t, []time.Duration{700 * time.Millisecond}, h.clock.Sleeps(), "a's account is")
+	// The hold, then the refill wait after it (the 429 spent a's allowance).
+	assert.Equal(t, []time.Duration{700 * time.Millisecond, 69231 * time.Microsecond}, h.clock.Sleeps(), "a's account is")
 
 	_, err = Do(context.Background(), h.m, b, (&scripted{steps: []step{{err: statusErr(500, 0)}}}).fn)
 	require.Error(t, err)
@@ -153,6 +156,22 @@ func TestDoAccountsKeepLimitsApartAndShareTheBreaker(t *testing.T) {
 
 	_, err = Do(context.Background(), h.m, Call{SessionID: "s", Provider: "p", Model: "m", Account: strings.Repeat("x", 129)}, ok.fn)
 	require.ErrorContains(t, err, "account")
+}
+
+// A retry after a 429 is not taken from the retry budget when the guards
+// keep the rate limits: the hold paces it (a storm of 429s at the start of
+// a run, before any limit was known, spent the budget and failed calls).
+func TestDo429RetriesOutsideTheBudget(t *testing.T) {
+	h := newGuardedHarness(t, guard.Config{RateLimits: true, Budget: guard.Budget{On: true, Ratio: 0.01, Min: 1, Window: time.Minute, Exact: true}})
+	limited := &scripted{steps: []step{
+		{err: statusErr(429, 0, "retry-after-ms", "5")}, {err: statusErr(429, 0, "retry-after-ms", "5")}, {}}}
+	_, err := Do(context.Background(), h.m, testCall, limited.fn)
+	require.NoError(t, err, "two retries; the budget allows one")
+	assert.Len(t, limited.calls(), 3)
+	// A 503's retry still is the budget's: one allowed, then spent.
+	failing := &scripted{steps: []step{{err: statusErr(503, 0)}}}
+	_, err = Do(context.Background(), h.m, testCall, failing.fn)
+	require.ErrorIs(t, err, ErrBudgetSpent)
 }
 
 // When the retry budget is spent, the failed attempt is the final one and

@@ -298,6 +298,8 @@ type run struct {
 	permit guard.Permit
 	res    guard.Reservation // the capacity the attempt under way took
 
+	probeWaited time.Duration // waited so far for the fleet's probe in flight
+
 	tl       timeline  // the call's time; its start is attempt 0's
 	eventID0 string    // attempt 0's event_id, when made with the request_id
 	cur      Attempt   // the attempt under way
@@ -458,6 +460,9 @@ func (r *run) admit(n int) (Attempt, error) {
 			return Attempt{}, r.reject(n, c, StopCanceled, context.Cause(r.ctx))
 		}
 		if err := r.g.Check(); err != nil {
+			if r.waitProbe(err) {
+				continue
+			}
 			return Attempt{}, r.rejectOpen(n, err)
 		}
 		res, wait, lerr := r.lg.Reserve()
@@ -470,6 +475,9 @@ func (r *run) admit(n int) (Attempt, error) {
 		p, err := r.g.Allow()
 		if err != nil {
 			r.lg.Settle(&res, guard.Outcome{}) // not made: the capacity goes back
+			if r.waitProbe(err) {
+				continue
+			}
 			return Attempt{}, r.rejectOpen(n, err)
 		}
 		r.permit, r.res, r.permitHeld = p, res, true
@@ -507,6 +515,33 @@ func breakerResult(c *Classification) breaker.Result {
 		return breaker.Failure
 	}
 	return breaker.Ignore
+}
+
+// ProbePoll is how often a call that waits for the fleet's probe looks
+// for its verdict.
+const ProbePoll = 10 * time.Millisecond
+
+// waitProbe waits ProbePoll when err is the fleet's breaker refusing
+// because its probe is in flight (guard.ProbeInFlight), and reports
+// whether it did: such a call waits for the probe's verdict (a wait, no
+// attempt, no event), at most Policy.HintCap in all and not past the
+// caller's deadline, rather than fail on a breaker that is about to
+// close. A wait the caller's context ends reports true: the caller
+// checks the context next.
+func (r *run) waitProbe(err error) bool {
+	if !r.g.ProbeInFlight(err) {
+		return false
+	}
+	m := r.m
+	if r.probeWaited+ProbePoll > m.policy.HintCap {
+		return false
+	}
+	if deadline, ok := r.ctx.Deadline(); ok && !r.tl.now().Add(ProbePoll).Before(deadline) {
+		return false
+	}
+	r.probeWaited += ProbePoll
+	_ = m.clock.Sleep(r.ctx, ProbePoll)
+	return true
 }
 
 // rejectOpen records attempt n, which the breaker rejected with err.
@@ -644,6 +679,13 @@ func (r *run) next(n int, c *Classification, now time.Time) (time.Duration, Stop
 	}
 	if deadline, ok := r.ctx.Deadline(); ok && !now.Add(wait).Before(deadline) {
 		return 0, StopDeadline, nil
+	}
+	// A retry after a 429 is not the budget's: with rate limits on, it
+	// waits for the upstream's hold and capacity, which keep the fleet
+	// under the limit; the budget bounds the retries of failures, which
+	// add to an unhealthy upstream's load.
+	if c.Kind == events.KindRateLimit && r.lg.PacesRateLimits() {
+		return wait, "", nil
 	}
 	if err := r.lg.Retry(); err != nil {
 		c.Message = Truncate(c.Message + "; not retried: " + err.Error())
