@@ -19,6 +19,8 @@ import (
 	"github.com/agentledger/ledger/internal/fleet"
 	"github.com/agentledger/ledger/internal/gateway"
 	"github.com/agentledger/ledger/internal/logflag"
+	"github.com/agentledger/ledger/internal/monitor"
+	"github.com/agentledger/ledger/internal/netlimit"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -76,6 +78,9 @@ type flags struct {
 	create                        bool
 	topo                          topology.Config
 	drainTimeout, shutdownTimeout time.Duration
+	// Server limits (limits.go): connections, calls per client, bodies
+	// in flight, timeouts, metrics.
+	limits limitFlags
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -112,6 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.topo.DuplicateWindow, "duplicate-window", 0, "with --create-stream: the stream's duplicate window (0: 2m)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait at the end for the stream to acknowledge the events")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long calls in flight may finish after SIGINT/SIGTERM before they are cut")
+	f.limits.register(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -161,7 +167,7 @@ func (f *flags) validate() error {
 	if _, err := topology.AttemptsStreamConfig(f.topo); err != nil {
 		return cli.Usagef("--replicas / --duplicate-window: %v", err)
 	}
-	return nil
+	return f.limits.validate()
 }
 
 // run serves until ctx ends.
@@ -171,24 +177,42 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger, _ := f.logs.New(stderr)
+	var metricsLn net.Listener
+	if f.limits.metricsAddr != "" {
+		if metricsLn, err = monitor.Listen(f.limits.metricsAddr); err != nil {
+			return cli.Usagef("%v", err)
+		}
+		defer metricsLn.Close()
+	}
 	ledger, err := openLedger(ctx, f, logger)
 	if err != nil {
 		return err
 	}
-	gw, err := newGateway(f, ledger, logger)
+	refusals := netlimit.NewRefusals(logger, 0, nil)
+	gw, err := newGateway(f, ledger, refusals, logger)
 	if err != nil {
 		ledger.close(ctx, logger)
 		return &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
-	ln, err := net.Listen("tcp", f.listen)
+	tcp, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		ledger.close(ctx, logger)
 		return cli.Usagef("--listen: %v", err)
 	}
+	ln, err := netlimit.NewListener(tcp, f.limits.connectionCap(logger), refusals)
+	if err != nil {
+		tcp.Close()
+		ledger.close(ctx, logger)
+		return cli.Usagef("--max-connections: %v", err)
+	}
+	stopMetrics := serveMetrics(ctx, metricsLn, monitor.GatewaySource{Gateway: gw, Listener: ln, Events: ledger.pub.Stats},
+		monitor.GatewayReady(ledger.conn.NC), logger)
+	defer stopMetrics()
 	fmt.Fprintf(stdout, "gateway listening on http://%s\n", ln.Addr())
 	logger.Info("gateway: listening", "addr", ln.Addr().String(), "anthropic", *f.upstreams[gateway.Anthropic],
-		"openai", *f.upstreams[gateway.OpenAI], "gemini", *f.upstreams[gateway.Gemini], "forward_ledger_headers", f.forward)
-	serveErr := serve(ctx, ln, gw, f.shutdownTimeout, logger)
+		"openai", *f.upstreams[gateway.OpenAI], "gemini", *f.upstreams[gateway.Gemini], "forward_ledger_headers", f.forward,
+		"max_connections", ln.Max(), "max_calls_per_client", f.limits.maxCallsPerClient, "max_body_bytes_in_flight", f.limits.maxBodyInFlight)
+	serveErr := serve(ctx, ln, f.limits.server(gw, logger), f.shutdownTimeout, logger)
 	st, closeErr := ledger.close(ctx, logger)
 	logger.Info("gateway: stopped", "calls", gw.Middleware().Stats().Calls, "attempts", gw.Middleware().Stats().Attempts,
 		"events_acked", st.Acked, "events_undelivered", st.Undelivered)
@@ -204,7 +228,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // newGateway builds the gateway on the ledger's publisher and bucket. The
 // middleware's breakers are a group of this process; a fleet-wide group
 // (shared over NATS) is what Retry.Breakers takes when there is one.
-func newGateway(f *flags, l *ledgerConn, logger *slog.Logger) (*gateway.Gateway, error) {
+func newGateway(f *flags, l *ledgerConn, refusals *netlimit.Refusals, logger *slog.Logger) (*gateway.Gateway, error) {
 	ups := make(map[string]string, len(f.upstreams))
 	for p, u := range f.upstreams {
 		ups[p] = *u
@@ -220,17 +244,13 @@ func newGateway(f *flags, l *ledgerConn, logger *slog.Logger) (*gateway.Gateway,
 		MaxRequestBytes:      f.maxRequest,
 		MaxResponseBytes:     f.maxResponse,
 		Logger:               logger,
+		Limits:               f.limits.gatewayLimits(refusals),
 	})
 }
 
 // serve runs the HTTP server until ctx ends, then shuts it down: no new
 // requests, those in flight given timeout to finish, then cut.
-func serve(ctx context.Context, ln net.Listener, h http.Handler, timeout time.Duration, logger *slog.Logger) error {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
-	}
+func serve(ctx context.Context, ln net.Listener, srv *http.Server, timeout time.Duration, logger *slog.Logger) error {
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() { errc <- srv.Serve(ln) })

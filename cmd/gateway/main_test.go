@@ -151,14 +151,7 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 	resp := post("/v1beta/models/gemini-x:generateContent?key="+leakKey, `{"contents":[{"parts":[{"text":"hi"}]}]}`)
 	assert.Equal(t, 502, resp.StatusCode, "the Gemini upstream is unreachable")
 	post("/v1/models", ``, "Authorization", "Bearer "+leakKey) // proxied, not accounted
-
-	cancel()
-	select {
-	case code := <-done:
-		require.Equal(t, cli.ExitOK, code, errb.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("the gateway did not stop")
-	}
+	stopCommand(t, cancel, done, errb)
 	logs := errb.String()
 	assert.Contains(t, logs, "gateway: call")
 	assert.Contains(t, logs, "not accounted")

@@ -36,13 +36,13 @@ type call struct {
 func (c *call) serve() {
 	g, r := c.g, c.r
 	start := time.Now()
-	body, err := readBody(c.w, r, g.cfg.MaxRequestBytes)
+	b, err := g.readBody(r)
 	if err != nil {
-		if tooLarge(err) {
-			c.gatewayError(http.StatusRequestEntityTooLarge, "too_large", "the request body is larger than the gateway's limit of "+byteSize(g.cfg.MaxRequestBytes), 0)
-		}
-		return // otherwise the client went away mid-request
+		c.bodyError(err)
+		return
 	}
+	defer b.Release()
+	body := b.Bytes
 	if c.ids, err = identify(r, g.cfg.DefaultSession); err != nil {
 		c.gatewayError(http.StatusBadRequest, "bad_request", err.Error(), 0)
 		return

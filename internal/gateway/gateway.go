@@ -10,9 +10,11 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/netlimit"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -77,6 +79,9 @@ type Config struct {
 	// Now is the clock of the Retry-After of a breaker's rejection; nil:
 	// time.Now.
 	Now func() time.Time
+	// Limits are what one client can hold of the gateway: bodies in
+	// flight, calls, time.
+	Limits Limits
 }
 
 // DefaultTransport is a transport for the providers: connections kept
@@ -110,6 +115,11 @@ type Gateway struct {
 	unaccounted onceSet // paths logged as not accounted
 	noUsage     onceSet // APIs logged as answering without usage
 	models      boundedSet
+
+	budget              *netlimit.Budget
+	perClient           *netlimit.PerKey
+	refusals            *netlimit.Refusals
+	requests, accounted atomic.Uint64
 }
 
 // New validates cfg and returns a Gateway.
@@ -135,6 +145,13 @@ func New(cfg Config) (*Gateway, error) {
 	g.mw, g.maxAttempts = mw, mw.Policy().MaxRetries+1
 	g.models = boundedSet{max: maxBreakerModels, set: make(map[string]struct{})}
 	g.proxy = g.newProxy()
+	g.refusals = cfg.Limits.Refusals
+	if g.budget, err = netlimit.NewBudget(cfg.Limits.MaxBodyBytesInFlight); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if g.perClient, err = netlimit.NewPerKey(cfg.Limits.MaxCallsPerClient); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	return g, nil
 }
 
@@ -195,6 +212,9 @@ func (c *Config) defaults() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if err := c.Limits.defaults(c.Logger); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
 	return nil
 }
 
@@ -225,13 +245,16 @@ func (g *Gateway) Middleware() *retry.Middleware { return g.mw }
 // ServeHTTP accounts the providers' model calls and proxies everything
 // else through.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt, ok := match(r)
-	if !ok {
-		g.passthrough(w, r)
-		return
-	}
-	c := &call{g: g, rt: rt, w: w, r: r, secrets: secretsOf(r)}
-	c.serve()
+	g.limit(w, r, func(w http.ResponseWriter, r *http.Request) {
+		rt, ok := match(r)
+		if !ok {
+			g.passthrough(w, r)
+			return
+		}
+		g.accounted.Add(1)
+		c := &call{g: g, rt: rt, w: w, r: r, secrets: secretsOf(r)}
+		c.serve()
+	})
 }
 
 // maxBreakerModels bounds the models that get a breaker of their own

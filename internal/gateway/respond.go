@@ -101,9 +101,15 @@ func (c *call) rateLimited(ce *retry.CallError) {
 // positive retryAfter is sent as retry-after (whole seconds, rounded up)
 // and retry-after-ms.
 func (c *call) gatewayError(status int, reason, msg string, retryAfter time.Duration) {
-	h := c.w.Header()
-	if c.requestID != "" {
-		h.Set(HeaderRequestID, c.requestID)
+	writeGatewayError(c.w, c.rt.api.provider(), c.requestID, status, reason, msg, retryAfter)
+}
+
+// writeGatewayError answers with an error the gateway made itself, in
+// provider's error format (see call.gatewayError).
+func writeGatewayError(w http.ResponseWriter, provider, requestID string, status int, reason, msg string, retryAfter time.Duration) {
+	h := w.Header()
+	if requestID != "" {
+		h.Set(HeaderRequestID, requestID)
 	}
 	h.Set(HeaderGatewayError, reason)
 	h.Set("Content-Type", "application/json")
@@ -111,10 +117,10 @@ func (c *call) gatewayError(status int, reason, msg string, retryAfter time.Dura
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
 		h.Set("Retry-After-Ms", strconv.FormatInt(retryAfter.Milliseconds(), 10))
 	}
-	body, _ := json.Marshal(errorBody(c.rt.api.provider(), status, msg))
+	body, _ := json.Marshal(errorBody(provider, status, msg))
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	c.w.WriteHeader(status)
-	_, _ = c.w.Write(body)
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // errorBody is an error response body in provider's format.

@@ -1,0 +1,132 @@
+package netlimit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Defaults of Timeouts.
+const (
+	DefaultBodyTimeout  = 30 * time.Second
+	DefaultMinBodyRate  = 32 << 10 // bytes a second
+	DefaultWriteTimeout = time.Minute
+)
+
+// Timeouts bound what a slow client holds of a request, without a total
+// that would cut a long stream. Set the server's ReadHeaderTimeout and
+// IdleTimeout for the rest of a connection's life, and leave its
+// ReadTimeout and WriteTimeout at 0: the first would cancel a request's
+// context once its deadline passes, the second cut every stream at it.
+type Timeouts struct {
+	// BodyTimeout, plus one second per MinBodyRate bytes received, is
+	// how long the body may take to arrive: a body trickling in slower
+	// than MinBodyRate is cut after about BodyTimeout.
+	BodyTimeout time.Duration
+	MinBodyRate int64
+	// WriteTimeout bounds each write to the client (each event of a
+	// stream), from when it starts: a client that stops reading is cut,
+	// one that reads a long stream is not.
+	WriteTimeout time.Duration
+}
+
+// Validate checks t, naming the field.
+func (t Timeouts) Validate() error {
+	switch {
+	case t.BodyTimeout <= 0:
+		return fmt.Errorf("BodyTimeout is %s; it must be positive", t.BodyTimeout)
+	case t.MinBodyRate <= 0:
+		return fmt.Errorf("MinBodyRate is %d; it must be positive", t.MinBodyRate)
+	case t.WriteTimeout <= 0:
+		return fmt.Errorf("WriteTimeout is %s; it must be positive", t.WriteTimeout)
+	}
+	return nil
+}
+
+// Wrap returns w and r with t applied: the body read against its
+// deadline (cleared once the body is read, so that the server's
+// background read cannot cancel a stream), and every write given
+// WriteTimeout. The request's connection keeps no deadline of a previous
+// request. done must be called when the handler returns.
+func (t Timeouts) Wrap(w http.ResponseWriter, r *http.Request) (_ http.ResponseWriter, _ *http.Request, done func()) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // a deadline a previous request left on the connection
+	dw := &deadlineWriter{ResponseWriter: w, rc: rc, d: t.WriteTimeout}
+	if r.Body != nil && r.Body != http.NoBody {
+		r2 := *r
+		body := &deadlineBody{rc: rc, r: r.Body, start: time.Now(), t: t}
+		body.extend()
+		r2.Body = body
+		r = &r2
+	}
+	return dw, r, func() {
+		// The response's last bytes are flushed after the handler
+		// returns: they get a write timeout too.
+		_ = rc.SetWriteDeadline(time.Now().Add(t.WriteTimeout))
+	}
+}
+
+// deadlineBody reads a body against a deadline that grows with what has
+// arrived.
+type deadlineBody struct {
+	rc    *http.ResponseController
+	r     io.ReadCloser
+	start time.Time
+	t     Timeouts
+	n     int64
+	ended bool
+}
+
+// ErrBodyTimeout is the error of reading a body that did not arrive in
+// time.
+var ErrBodyTimeout = errors.New("the request body did not arrive in time")
+
+func (b *deadlineBody) extend() {
+	d := b.t.BodyTimeout + time.Duration(float64(b.n)/float64(b.t.MinBodyRate)*float64(time.Second))
+	_ = b.rc.SetReadDeadline(b.start.Add(d))
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	switch {
+	case b.ended:
+	case err == io.EOF:
+		b.ended = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case err != nil:
+		var te interface{ Timeout() bool }
+		if errors.As(err, &te) && te.Timeout() {
+			err = fmt.Errorf("%w (%d bytes in %s)", ErrBodyTimeout, b.n, time.Since(b.start).Round(time.Millisecond))
+		}
+	case n > 0:
+		b.extend()
+	}
+	return n, err
+}
+
+func (b *deadlineBody) Close() error { return b.r.Close() }
+
+// deadlineWriter gives every write its own deadline.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush flushes with a deadline of its own (the buffered bytes may be
+// many).
+func (w *deadlineWriter) Flush() {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	_ = w.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
