@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -25,6 +27,10 @@ const (
 	// fdReserve are the file descriptors kept for what is not a client
 	// connection: NATS, the upstreams, files.
 	fdReserve = 512
+	// memoryOverhead is the gateway's memory beside the bodies in flight
+	// (connections, streams, the publisher's queue), for its soft memory
+	// limit.
+	memoryOverhead = 256 << 20
 )
 
 // limitFlags are the server limits: what one client can hold of the
@@ -90,6 +96,20 @@ func (l *limitFlags) connectionCap(logger *slog.Logger) int {
 	logger.Warn("gateway: --max-connections lowered to the file descriptor limit less a reserve; raise ulimit -n to serve more",
 		"max_connections", l.maxConns, "fd_limit", rl.Cur, "reserve", fdReserve, "cap", c)
 	return c
+}
+
+// limitMemory sets the process's soft memory limit to the body budget
+// plus memoryOverhead, unless GOMEMLIMIT is set (GOMEMLIMIT=off lifts
+// it): the garbage collector then frees a flood's bodies as they go rather
+// than letting the heap grow to twice what is live. Past the limit it
+// works harder; it never fails an allocation.
+func (l *limitFlags) limitMemory(logger *slog.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	limit := l.maxBodyInFlight + memoryOverhead
+	debug.SetMemoryLimit(limit)
+	logger.Debug("gateway: soft memory limit", "bytes", limit)
 }
 
 // server is the HTTP server of the gateway's listener: the header and

@@ -177,6 +177,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger, _ := f.logs.New(stderr)
+	f.limits.limitMemory(logger)
 	var metricsLn net.Listener
 	if f.limits.metricsAddr != "" {
 		if metricsLn, err = monitor.Listen(f.limits.metricsAddr); err != nil {

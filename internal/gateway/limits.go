@@ -185,6 +185,10 @@ func (c *call) bodyError(err error) {
 // readBody reads the client's request body against the byte budget, at
 // most limit bytes. The caller releases it.
 func (g *Gateway) readBody(r *http.Request) (*netlimit.Body, error) {
+	if r.ContentLength > g.cfg.MaxRequestBytes {
+		// Declared too large: refused before a byte is read.
+		return nil, &netlimit.TooLargeError{Limit: g.cfg.MaxRequestBytes}
+	}
 	return netlimit.ReadBody(r.Body, g.budget, g.cfg.MaxRequestBytes)
 }
 

@@ -74,73 +74,94 @@ func (b *Body) Release() {
 	})
 }
 
-// ReadBody's buffer starts at minChunk and doubles up to bigChunk, then
-// grows by a quarter; each growth is charged before it is allocated.
+// ReadBody reads into chunks of minChunk bytes, doubling up to maxChunk,
+// each charged before it is allocated.
 const (
 	minChunk = 4 << 10
-	bigChunk = 1 << 20
+	maxChunk = 256 << 10
 )
 
-// growth is how much ReadBody's buffer of capacity c grows, at most to
-// limit+1 bytes (one more than the limit tells a body over it).
-func growth(c, limit int64) int64 {
-	add := c
-	if c >= bigChunk {
-		add = c / 4
-	}
-	return max(1, min(add, limit+1-c))
-}
-
 // ReadBody reads r to its end, at most limit bytes, charging budget for
-// the memory it holds as it grows (the buffer's capacity), never for a
-// declared length. It returns ErrBudget when the budget cannot cover the
-// next chunk, a *TooLargeError when more than limit bytes come, and r's
-// errors. On any error nothing stays charged. The caller must Release
-// the body.
+// the memory it holds as it arrives, chunk by chunk, never for a declared
+// length. A body of more than one chunk is then copied into one buffer of
+// its exact size (charged too, the chunks given back), so that what stays
+// held is the body and no more. It returns ErrBudget when the budget
+// cannot cover the next chunk, a *TooLargeError when more than limit
+// bytes come, and r's errors. On any error nothing stays charged. The
+// caller must Release the body.
 func ReadBody(r io.Reader, budget *Budget, limit int64) (*Body, error) {
 	b := &Body{budget: budget}
-	grow := func(n int64) bool {
+	charge := func(n int64) bool {
 		if budget != nil && !budget.TryAcquire(n) {
 			return false
 		}
 		b.charged += n
 		return true
 	}
-	chunk := min(int64(minChunk), limit+1)
-	if !grow(chunk) {
-		return nil, ErrBudget
+	fail := func(err error) (*Body, error) {
+		b.Release()
+		return nil, err
 	}
-	buf := make([]byte, 0, chunk)
+	var chunks [][]byte
+	var total int64
+	size := int64(minChunk)
 	for {
-		if len(buf) == cap(buf) {
-			if int64(len(buf)) > limit {
-				b.Release()
-				return nil, &TooLargeError{Limit: limit}
-			}
-			add := growth(int64(cap(buf)), limit)
-			if !grow(add) {
-				b.Release()
-				return nil, ErrBudget
-			}
-			nb := make([]byte, len(buf), int64(cap(buf))+add)
-			copy(nb, buf)
-			buf = nb
+		// One byte more than the limit tells a body over it.
+		n := min(size, limit+1-total)
+		if !charge(n) {
+			return fail(ErrBudget)
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
+		c, err := fill(r, make([]byte, n))
+		total += int64(len(c))
+		chunks = append(chunks, c)
+		if total > limit {
+			return fail(&TooLargeError{Limit: limit})
+		}
 		if err == io.EOF {
-			if int64(len(buf)) > limit {
-				b.Release()
-				return nil, &TooLargeError{Limit: limit}
-			}
-			b.Bytes = buf
-			return b, nil
+			break
 		}
 		if err != nil {
-			b.Release()
-			return nil, err
+			return fail(err)
+		}
+		size = min(2*size, maxChunk)
+	}
+	if len(chunks) == 1 {
+		b.Bytes = chunks[0]
+		return b, nil
+	}
+	held := b.charged
+	if !charge(total) {
+		return fail(ErrBudget)
+	}
+	buf := make([]byte, 0, total)
+	for _, c := range chunks {
+		buf = append(buf, c...)
+	}
+	b.Bytes = buf
+	budget.releaseOf(b, held)
+	return b, nil
+}
+
+// fill reads into c until it is full or r fails (io.EOF included), and
+// returns what it read.
+func fill(r io.Reader, c []byte) ([]byte, error) {
+	n := 0
+	for n < len(c) {
+		m, err := r.Read(c[n:])
+		n += m
+		if err != nil {
+			return c[:n], err
 		}
 	}
+	return c, nil
+}
+
+// releaseOf gives back n of the bytes charged to body.
+func (bg *Budget) releaseOf(body *Body, n int64) {
+	if bg != nil {
+		bg.Release(n)
+	}
+	body.charged -= n
 }
 
 // TooLargeError is the error of ReadBody for a body over its limit.
