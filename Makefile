@@ -63,9 +63,13 @@ fuzz:
 # BENCH_EVENTS, BENCH_WORKLOADS=a,b,c). The fleet headline (8 publisher
 # processes against a tier limit and through an outage, fleet limits off
 # and on; about 45 s) runs too: BENCH_FLEET=off skips it, BENCH_FLEET=only
-# runs it alone. Go benchmarks: make gobench.
+# runs it alone. The upload flood (20 chunked 100 MiB uploads at once,
+# then two rounds more with 200 connections declaring 32 MiB held; the
+# gateway's peak RSS; about 10 s) runs too: BENCH_UPLOAD=off skips it,
+# =only runs it alone; BENCH_GATEWAY_BIN=path measures another build of
+# the gateway. Go benchmarks: make gobench.
 bench:
-	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) BENCH_FLEET=$(BENCH_FLEET) $(GO) run ./cmd/bench
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) BENCH_FLEET=$(BENCH_FLEET) BENCH_UPLOAD=$(BENCH_UPLOAD) BENCH_GATEWAY_BIN=$(BENCH_GATEWAY_BIN) $(GO) run ./cmd/bench
 
 clean:
 	rm -rf $(BIN) data
