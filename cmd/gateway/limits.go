@@ -22,7 +22,7 @@ import (
 // Defaults of the server limits' flags.
 const (
 	defaultMaxConnections = 8192
-	defaultHeaderTimeout  = 30 * time.Second
+	defaultHeaderTimeout  = 10 * time.Second
 	defaultIdleTimeout    = 2 * time.Minute
 	// fdReserve are the file descriptors kept for what is not a client
 	// connection: NATS, the upstreams, files.
@@ -46,7 +46,7 @@ type limitFlags struct {
 }
 
 func (l *limitFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&l.maxConns, "max-connections", defaultMaxConnections, "most client connections open at once; at the cap new ones wait until one closes (lowered to the file descriptor limit less "+fmt.Sprint(fdReserve)+")")
+	fs.IntVar(&l.maxConns, "max-connections", defaultMaxConnections, "most client connections open at once; at the cap a new one takes the slot of an idle one, else waits until one closes (lowered to the file descriptor limit less "+fmt.Sprint(fdReserve)+")")
 	fs.IntVar(&l.maxCallsPerClient, "max-calls-per-client", gateway.DefaultMaxCallsPerClient, "most requests in flight of one client (a digest of its credential); past it 429 with retry-after")
 	fs.Int64Var(&l.maxBodyInFlight, "max-body-bytes-in-flight", gateway.DefaultMaxBodyBytesInFlight, "byte budget of the request bodies held at once, across every call; past it 503 with retry-after")
 	fs.DurationVar(&l.headerTimeout, "header-timeout", defaultHeaderTimeout, "longest time to read a request's headers")
@@ -115,9 +115,10 @@ func (l *limitFlags) limitMemory(logger *slog.Logger) {
 // server is the HTTP server of the gateway's listener: the header and
 // idle timeouts here, no total read or write timeout (the body's and each
 // write's are the handler's, netlimit.Timeouts, so that streams last).
-func (l *limitFlags) server(h http.Handler, logger *slog.Logger) *http.Server {
+func (l *limitFlags) server(h http.Handler, ln *netlimit.Listener, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
+		ConnState:         ln.ConnState, // so that at the cap an idle connection makes room
 		ReadHeaderTimeout: l.headerTimeout,
 		IdleTimeout:       l.idleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),

@@ -213,7 +213,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logger.Info("gateway: listening", "addr", ln.Addr().String(), "anthropic", *f.upstreams[gateway.Anthropic],
 		"openai", *f.upstreams[gateway.OpenAI], "gemini", *f.upstreams[gateway.Gemini], "forward_ledger_headers", f.forward,
 		"max_connections", ln.Max(), "max_calls_per_client", f.limits.maxCallsPerClient, "max_body_bytes_in_flight", f.limits.maxBodyInFlight)
-	serveErr := serve(ctx, ln, f.limits.server(gw, logger), f.shutdownTimeout, logger)
+	serveErr := serve(ctx, ln, f.limits.server(gw, ln, logger), f.shutdownTimeout, logger)
 	st, closeErr := ledger.close(ctx, logger)
 	logger.Info("gateway: stopped", "calls", gw.Middleware().Stats().Calls, "attempts", gw.Middleware().Stats().Attempts,
 		"events_acked", st.Acked, "events_undelivered", st.Undelivered)

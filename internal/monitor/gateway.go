@@ -32,6 +32,7 @@ type GatewaySource struct {
 //	ledger_gateway_body_bytes_budget            gauge: the byte budget
 //	ledger_gateway_connections_open             gauge: client connections open, of
 //	ledger_gateway_connections_max              gauge: the connection cap
+//	ledger_gateway_connections_evicted_total    counter: idle or silent connections closed to make room at the cap
 //	ledger_gateway_events_queued                gauge: attempt events published and not yet acknowledged
 //	ledger_gateway_events_acked_total           counter: attempt events the stream acknowledged
 //	ledger_gateway_events_undelivered           gauge: events never acknowledged (set when the publisher closes)
@@ -63,6 +64,8 @@ func NewGatewayRegistry(src GatewaySource) *prometheus.Registry {
 		reg.MustRegister(
 			gauge("ledger_gateway_connections_open", "Client connections open.", func() float64 { return float64(ln.Open()) }),
 			gauge("ledger_gateway_connections_max", "The cap on client connections; at it, new ones wait.", func() float64 { return float64(ln.Max()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ledger_gateway_connections_evicted_total",
+				Help: "Idle or silent connections closed to make room for a new one at the cap."}, func() float64 { return float64(ln.Evicted()) }),
 		)
 	}
 	if ev := src.Events; ev != nil {

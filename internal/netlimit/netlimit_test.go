@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -178,4 +179,60 @@ func TestTimeoutsValidate(t *testing.T) {
 	} {
 		assert.ErrorContains(t, bad.Validate(), field)
 	}
+}
+
+// At the cap, a new connection takes the slot of the longest idle one,
+// which the listener closes; an active or just-opened one is never
+// closed for it.
+func TestListenerEvictsTheLongestIdleAtTheCap(t *testing.T) {
+	ref := NewRefusals(nil, 0, nil)
+	l, err := NewListener(&failingListener{}, 3, ref)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	l.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	var cs []net.Conn
+	for range 3 {
+		c, err := l.Accept()
+		require.NoError(t, err)
+		cs = append(cs, c)
+	}
+	l.ConnState(cs[0], http.StateActive)
+	l.ConnState(cs[1], http.StateIdle)
+	advance(time.Millisecond)
+	l.ConnState(cs[2], http.StateIdle) // idle since later
+	c4, err := l.Accept()
+	require.NoError(t, err, "the new connection is served at once")
+	assert.Equal(t, uint64(1), l.Evicted())
+	assert.Equal(t, int64(3), l.Open())
+	_, err = cs[1].Write([]byte("x"))
+	assert.ErrorIs(t, err, io.ErrClosedPipe, "the longest idle connection was closed")
+	l.ConnState(cs[2], http.StateActive)
+	l.ConnState(c4, http.StateNew)
+
+	waiting := make(chan net.Conn)
+	go func() {
+		c, _ := l.Accept()
+		waiting <- c
+	}()
+	require.Eventually(t, func() bool { return ref.Counts()[ReasonConnectionCap] == 2 }, 5*time.Second, time.Millisecond)
+	select {
+	case <-waiting:
+		t.Fatal("an active or just-opened connection was closed for a new one")
+	default:
+	}
+	assert.Equal(t, uint64(1), l.Evicted())
+	require.NoError(t, cs[0].Close())
+	c5 := <-waiting
+	require.NotNil(t, c5)
+	l.ConnState(c5, http.StateActive)
+
+	// Silent for the grace since it connected, c4 makes room.
+	advance(NewConnGrace)
+	_, err = l.Accept()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), l.Evicted())
+	_, err = c4.Write([]byte("x"))
+	assert.ErrorIs(t, err, io.ErrClosedPipe)
 }

@@ -10,7 +10,7 @@ import (
 
 // Defaults of Timeouts.
 const (
-	DefaultBodyTimeout  = 30 * time.Second
+	DefaultBodyTimeout  = 10 * time.Second
 	DefaultMinBodyRate  = 32 << 10 // bytes a second
 	DefaultWriteTimeout = time.Minute
 )
