@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"syscall"
@@ -235,4 +236,34 @@ func TestListenerEvictsTheLongestIdleAtTheCap(t *testing.T) {
 	assert.Equal(t, uint64(2), l.Evicted())
 	_, err = c4.Write([]byte("x"))
 	assert.ErrorIs(t, err, io.ErrClosedPipe)
+}
+
+// The wrapped writer's flush reports a client gone, as the server's does
+// (a stream stops at it).
+func TestWrapFlushReportsErrors(t *testing.T) {
+	flushed := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w, _, done := Timeouts{BodyTimeout: time.Second, MinBodyRate: 1, WriteTimeout: time.Second}.Wrap(w, r)
+		defer done()
+		rc := http.NewResponseController(w)
+		var err error
+		for err == nil {
+			_, _ = w.Write(bytes.Repeat([]byte("x"), 64<<10))
+			err = rc.Flush()
+		}
+		flushed <- err
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	buf := make([]byte, 1024)
+	_, err = io.ReadFull(resp.Body, buf)
+	require.NoError(t, err)
+	resp.Body.Close() // the client goes
+	select {
+	case err := <-flushed:
+		assert.Error(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flush never failed")
+	}
 }

@@ -121,12 +121,16 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
-// Flush flushes with a deadline of its own (the buffered bytes may be
-// many).
-func (w *deadlineWriter) Flush() {
+// FlushError flushes with a deadline of its own (the buffered bytes may
+// be many), and returns the error of a client gone; http.ResponseController
+// calls it.
+func (w *deadlineWriter) FlushError() error {
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
-	_ = w.rc.Flush()
+	return w.rc.Flush()
 }
+
+// Flush is FlushError for the http.Flusher of older code.
+func (w *deadlineWriter) Flush() { _ = w.FlushError() }
 
 // Unwrap lets http.ResponseController reach the server's writer.
 func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
