@@ -195,8 +195,8 @@ func (g *Gateway) readBody(r *http.Request) (*netlimit.Body, error) {
 // passthroughError answers a request proxied through whose proxying
 // failed.
 func (g *Gateway) passthroughError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, netlimit.ErrBodyTimeout) {
-		g.refuse(w, r, passthroughProvider(r), "", netlimit.ReasonBodyTimeout, http.StatusRequestTimeout, err.Error(), 0)
+	if errors.Is(err, netlimit.ErrBodyTimeout) || netlimit.TimedOut(r) {
+		g.refuse(w, r, passthroughProvider(r), "", netlimit.ReasonBodyTimeout, http.StatusRequestTimeout, netlimit.ErrBodyTimeout.Error(), 0)
 		return
 	}
 	if r.Context().Err() == nil {

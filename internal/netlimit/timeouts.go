@@ -1,10 +1,12 @@
 package netlimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,11 +57,10 @@ func (t Timeouts) Wrap(w http.ResponseWriter, r *http.Request) (_ http.ResponseW
 	_ = rc.SetWriteDeadline(time.Time{}) // a deadline a previous request left on the connection
 	dw := &deadlineWriter{ResponseWriter: w, rc: rc, d: t.WriteTimeout}
 	if r.Body != nil && r.Body != http.NoBody {
-		r2 := *r
 		body := &deadlineBody{rc: rc, r: r.Body, start: time.Now(), t: t}
 		body.extend()
-		r2.Body = body
-		r = &r2
+		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
+		r.Body = body
 	}
 	return dw, r, func() {
 		// The response's last bytes are flushed after the handler
@@ -76,7 +77,23 @@ type deadlineBody struct {
 	start time.Time
 	t     Timeouts
 	n     int64
-	ended bool
+	// ended and deadline (unix nanos) are read by other goroutines than
+	// the reader's.
+	ended    atomic.Bool
+	deadline atomic.Int64
+}
+
+// bodyKey is the context key of a request's deadlineBody.
+type bodyKey struct{}
+
+// TimedOut reports whether the body of r (a request Wrap returned, or one
+// made from it, as a reverse proxy's) did not arrive in time: not read to
+// its end, and its deadline passed. A reverse proxy may see the request's
+// context cancelled (the server cancels it when a read times out) rather
+// than ErrBodyTimeout.
+func TimedOut(r *http.Request) bool {
+	b, ok := r.Context().Value(bodyKey{}).(*deadlineBody)
+	return ok && !b.ended.Load() && time.Now().UnixNano() >= b.deadline.Load()
 }
 
 // ErrBodyTimeout is the error of reading a body that did not arrive in
@@ -85,6 +102,7 @@ var ErrBodyTimeout = errors.New("the request body did not arrive in time")
 
 func (b *deadlineBody) extend() {
 	d := b.t.BodyTimeout + time.Duration(float64(b.n)/float64(b.t.MinBodyRate)*float64(time.Second))
+	b.deadline.Store(b.start.Add(d).UnixNano())
 	_ = b.rc.SetReadDeadline(b.start.Add(d))
 }
 
@@ -92,9 +110,9 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	b.n += int64(n)
 	switch {
-	case b.ended:
+	case b.ended.Load():
 	case err == io.EOF:
-		b.ended = true
+		b.ended.Store(true)
 		_ = b.rc.SetReadDeadline(time.Time{})
 	case err != nil:
 		var te interface{ Timeout() bool }
