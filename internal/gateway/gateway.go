@@ -245,13 +245,13 @@ func (g *Gateway) Middleware() *retry.Middleware { return g.mw }
 // ServeHTTP accounts the providers' model calls and proxies everything
 // else through.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	g.limit(w, r, func(w http.ResponseWriter, r *http.Request) {
-		rt, ok := match(r)
-		if !ok {
-			g.passthrough(w, r)
-			return
-		}
-		g.accounted.Add(1)
+	rt, ok := match(r)
+	if !ok {
+		g.limit(w, r, passthroughProvider(r), g.passthrough)
+		return
+	}
+	g.accounted.Add(1)
+	g.limit(w, r, rt.api.provider(), func(w http.ResponseWriter, r *http.Request) {
 		c := &call{g: g, rt: rt, w: w, r: r, secrets: secretsOf(r)}
 		c.serve()
 	})

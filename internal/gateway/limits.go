@@ -132,18 +132,15 @@ func (g *Gateway) Stats() Stats {
 func (g *Gateway) Refusals() *netlimit.Refusals { return g.refusals }
 
 // limit serves r under the limits: the timeouts, and the cap of r's
-// client's calls in flight.
-func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
+// client's calls in flight. provider is the upstream r goes to, whose
+// error format a refusal takes.
+func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, provider string, serve http.HandlerFunc) {
 	g.requests.Add(1)
 	w, r, done := g.cfg.Limits.Timeouts.Wrap(w, r)
 	defer done()
-	provider := passthroughProvider(r)
-	if rt, ok := match(r); ok {
-		provider = rt.api.provider()
-	}
 	release, ok := g.perClient.Acquire(g.cfg.Limits.ClientID(r))
 	if !ok {
-		g.refuse(w, r, provider, "", netlimit.ReasonClientCalls, http.StatusTooManyRequests,
+		g.refuse(w, r, provider, netlimit.ReasonClientCalls, http.StatusTooManyRequests,
 			fmt.Sprintf("this client has %d requests in flight, the gateway's limit per client", g.perClient.Max()), budgetRetryAfter)
 		return
 	}
@@ -153,7 +150,7 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, serve http.Handl
 
 // refuse answers a request a limit refused, counting and logging it, and
 // closes the connection (its body may be unread).
-func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, provider, requestID, reason string, status int, msg string, retryAfter time.Duration) {
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, provider, reason string, status int, msg string, retryAfter time.Duration) {
 	g.refusals.Refuse(r.Context(), reason, "gateway: request refused: "+msg,
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
 	w.Header().Set("Connection", "close")
@@ -161,23 +158,23 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, provider, reque
 	if reason == netlimit.ReasonBodyTooLarge {
 		header = "too_large" // as it was before the reasons were counted
 	}
-	writeGatewayError(w, provider, requestID, status, header, msg, retryAfter)
+	writeGatewayError(w, provider, "", status, header, msg, retryAfter)
 }
 
-// bodyError answers a call whose body could not be read, when the
-// client can still hear it, and reports whether it did.
+// bodyError answers a call whose body could not be read, unless the
+// client went away.
 func (c *call) bodyError(err error) {
 	g := c.g
 	var tl *netlimit.TooLargeError
 	switch {
 	case errors.As(err, &tl):
-		g.refuse(c.w, c.r, c.rt.api.provider(), "", netlimit.ReasonBodyTooLarge, http.StatusRequestEntityTooLarge,
+		g.refuse(c.w, c.r, c.rt.api.provider(), netlimit.ReasonBodyTooLarge, http.StatusRequestEntityTooLarge,
 			"the request body is larger than the gateway's limit of "+byteSize(g.cfg.MaxRequestBytes), 0)
 	case errors.Is(err, netlimit.ErrBudget):
-		g.refuse(c.w, c.r, c.rt.api.provider(), "", netlimit.ReasonBodyBudget, http.StatusServiceUnavailable,
+		g.refuse(c.w, c.r, c.rt.api.provider(), netlimit.ReasonBodyBudget, http.StatusServiceUnavailable,
 			"the gateway holds its limit of "+byteSize(g.budget.Max())+" of request bodies in flight; try again shortly", budgetRetryAfter)
 	case errors.Is(err, netlimit.ErrBodyTimeout):
-		g.refuse(c.w, c.r, c.rt.api.provider(), "", netlimit.ReasonBodyTimeout, http.StatusRequestTimeout, err.Error(), 0)
+		g.refuse(c.w, c.r, c.rt.api.provider(), netlimit.ReasonBodyTimeout, http.StatusRequestTimeout, err.Error(), 0)
 	}
 	// otherwise the client went away mid-request
 }
@@ -196,7 +193,7 @@ func (g *Gateway) readBody(r *http.Request) (*netlimit.Body, error) {
 // failed.
 func (g *Gateway) passthroughError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, netlimit.ErrBodyTimeout) || netlimit.TimedOut(r) {
-		g.refuse(w, r, passthroughProvider(r), "", netlimit.ReasonBodyTimeout, http.StatusRequestTimeout, netlimit.ErrBodyTimeout.Error(), 0)
+		g.refuse(w, r, passthroughProvider(r), netlimit.ReasonBodyTimeout, http.StatusRequestTimeout, netlimit.ErrBodyTimeout.Error(), 0)
 		return
 	}
 	if r.Context().Err() == nil {
