@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -183,4 +186,22 @@ func TestLimitFlagsRefused(t *testing.T) {
 		assert.Equal(t, cli.ExitUsage, command(context.Background(), args, &out, &errb), "%v", args)
 		assert.Contains(t, errb.String(), args[0], "%v", args)
 	}
+}
+
+// A connection cap the file descriptors cannot hold is lowered, with a
+// warning: the old gateway ran out of descriptors and could reach neither
+// NATS nor the upstreams.
+func TestConnectionCapFitsTheDescriptors(t *testing.T) {
+	var rl syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl))
+	if rl.Cur >= math.MaxInt32 {
+		t.Skipf("the descriptor limit (%d) holds any cap", rl.Cur)
+	}
+	var logs strings.Builder
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	l := limitFlags{maxConns: math.MaxInt32}
+	assert.Equal(t, max(1, int(rl.Cur)-fdReserve), l.connectionCap(logger))
+	assert.Contains(t, logs.String(), `"level":"WARN","msg":"gateway: --max-connections lowered`)
+	l.maxConns = 1
+	assert.Equal(t, 1, l.connectionCap(logger), "a cap that fits is kept")
 }
