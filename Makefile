@@ -66,9 +66,13 @@ fuzz:
 # inferred then configured; a healthy run after one ended mid-outage;
 # BENCH_FLEET_RUNS times each, default 5, about 40 s a time) run too:
 # BENCH_FLEET=off skips them, BENCH_FLEET=only runs them alone,
-# BENCH_FLEET_PARTS=cases|headline one part. Go benchmarks: make gobench.
+# BENCH_FLEET_PARTS=cases|headline one part. The upload flood (20 chunked
+# 100 MiB uploads at once, then two rounds more with 200 connections
+# declaring 32 MiB held; the gateway's peak RSS; about 10 s) runs too:
+# BENCH_UPLOAD=off skips it, =only runs it alone; BENCH_GATEWAY_BIN=path
+# measures another build of the gateway. Go benchmarks: make gobench.
 bench:
-	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) BENCH_FLEET=$(BENCH_FLEET) $(GO) run ./cmd/bench
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) BENCH_FLEET=$(BENCH_FLEET) BENCH_UPLOAD=$(BENCH_UPLOAD) BENCH_GATEWAY_BIN=$(BENCH_GATEWAY_BIN) $(GO) run ./cmd/bench
 
 clean:
 	rm -rf $(BIN) data

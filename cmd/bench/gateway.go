@@ -105,44 +105,77 @@ const gatewayMethod = "gateway as it ships (cmd/gateway, a child process, --forw
 	"open-loop phases alternate the two paths in 1 s slices; overhead = gateway percentile minus direct percentile"
 
 // benchGateway measures the gateway's overhead.
-func benchGateway(ctx context.Context) (*gatewayResult, error) {
-	dir, err := os.MkdirTemp("", "ledger-bench-gw-")
+func benchGateway(ctx context.Context, cfg config) (*gatewayResult, error) {
+	rig, err := startRig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	bin, err := buildGo(ctx, dir, "gateway")
-	if err != nil {
-		return nil, err
-	}
-	srv, err := embedded.Start(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "js"), NoLog: true})
-	if err != nil {
-		return nil, err
-	}
-	defer srv.Shutdown()
-	js, closeJS, err := connectJS(ctx, srv.URL())
-	if err != nil {
-		return nil, err
-	}
-	defer closeJS()
-	fp, err := fakeprovider.Listen("127.0.0.1:0", fakeprovider.Options{Seed: 1})
-	if err != nil {
-		return nil, err
-	}
-	defer fp.Close()
-	gw, err := startGateway(ctx, bin, srv.URL(), fp.URL())
-	if err != nil {
-		return nil, err
-	}
+	defer rig.cleanup()
 	res := &gatewayResult{Method: gatewayMethod}
-	runErr := measureGateway(ctx, res, fp.URL(), gw.url)
-	if err := gw.stop(); err != nil && runErr == nil {
+	runErr := measureGateway(ctx, res, rig.fp.URL(), rig.gw.url)
+	if err := rig.gw.stop(); err != nil && runErr == nil {
 		runErr = err
 	}
 	if runErr != nil {
 		return nil, runErr
 	}
-	return res, checkEvents(ctx, js, res)
+	return res, checkEvents(ctx, rig.js, res)
+}
+
+// rig is the gateway command (cmd/gateway built, or cfg.GatewayBin) as a
+// child process in front of the fake provider (no faults), publishing to
+// an embedded JetStream server with file storage, both in this process.
+type rig struct {
+	fp      *fakeprovider.Server
+	js      jetstream.JetStream
+	gw      *gatewayChild
+	cleanup func() // stops all but the gateway, removes the files
+}
+
+// startRig starts a rig; extra are more flags of the gateway.
+func startRig(ctx context.Context, cfg config, extra ...string) (_ *rig, err error) {
+	var undo []func()
+	cleanup := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	dir, err := os.MkdirTemp("", "ledger-bench-gw-")
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { os.RemoveAll(dir) })
+	bin := cfg.GatewayBin
+	if bin == "" {
+		if bin, err = buildGo(ctx, dir, "gateway"); err != nil {
+			return nil, err
+		}
+	}
+	srv, err := embedded.Start(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "js"), NoLog: true})
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, srv.Shutdown)
+	js, closeJS, err := connectJS(ctx, srv.URL())
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, closeJS)
+	fp, err := fakeprovider.Listen("127.0.0.1:0", fakeprovider.Options{Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, fp.Close)
+	gw, err := startGateway(ctx, bin, srv.URL(), fp.URL(), extra...)
+	if err != nil {
+		return nil, err
+	}
+	return &rig{fp: fp, js: js, gw: gw, cleanup: cleanup}, nil
 }
 
 // measureGateway runs the three phases, direct and through the gateway.
@@ -225,9 +258,10 @@ type gatewayChild struct {
 
 // startGateway starts the built gateway in front of the fake provider and
 // waits until it listens.
-func startGateway(ctx context.Context, bin, natsURL, upstream string) (*gatewayChild, error) {
-	cmd := exec.CommandContext(ctx, bin, "run", "--nats-url", natsURL, "--listen", "127.0.0.1:0", "--forward-ledger-headers", "--log-level", "warn",
-		"--anthropic-url", upstream, "--openai-url", upstream, "--gemini-url", upstream)
+func startGateway(ctx context.Context, bin, natsURL, upstream string, extra ...string) (*gatewayChild, error) {
+	args := append([]string{"run", "--nats-url", natsURL, "--listen", "127.0.0.1:0", "--forward-ledger-headers", "--log-level", "warn",
+		"--anthropic-url", upstream, "--openai-url", upstream, "--gemini-url", upstream}, extra...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -11,6 +11,8 @@
 // process (this binary re-executed with a hidden subcommand) so that their
 // rates and peak RSS compare like with like; verify runs as the built
 // `aggregator verify` command, with its own memory limit and defaults.
+// The gateway's parts (its overhead, the upload flood against its byte
+// budget) run the built cmd/gateway, or --gateway-bin, as a child process.
 package main
 
 import (
@@ -68,6 +70,11 @@ type config struct {
 	// or partOnly (only the parts that say so).
 	Fleet   string `json:"fleet"`
 	Gateway string `json:"gateway"`
+	// Upload says whether the upload flood (upload.go) runs, as Fleet.
+	Upload string `json:"upload"`
+	// GatewayBin is the gateway command the gateway's parts run; empty:
+	// the harness builds cmd/gateway (set it to measure another build).
+	GatewayBin string `json:"gateway_bin,omitempty"`
 }
 
 // The values of --fleet and --gateway (BENCH_FLEET, BENCH_GATEWAY).
@@ -79,14 +86,16 @@ const (
 
 // only reports whether some part runs alone: then only the parts that say
 // partOnly run.
-func (c *config) only() bool { return c.Fleet == partOnly || c.Gateway == partOnly }
+func (c *config) only() bool {
+	return c.Fleet == partOnly || c.Gateway == partOnly || c.Upload == partOnly
+}
 
 // runs reports whether a part set to v runs.
 func (c *config) runs(v string) bool { return v == partOnly || v == partOn && !c.only() }
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	cfg := config{Scale: 1, Seed: 1, Fleet: partOn, Gateway: partOn}
+	cfg := config{Scale: 1, Seed: 1, Fleet: partOn, Gateway: partOn, Upload: partOn}
 	if v := os.Getenv("BENCH_SCALE"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 {
@@ -108,6 +117,10 @@ func parseFlags(args []string) (config, error) {
 	if v := os.Getenv("BENCH_GATEWAY"); v != "" {
 		cfg.Gateway = v
 	}
+	if v := os.Getenv("BENCH_UPLOAD"); v != "" {
+		cfg.Upload = v
+	}
+	cfg.GatewayBin = os.Getenv("BENCH_GATEWAY_BIN")
 	if v := os.Getenv("BENCH_WORKLOADS"); v != "" {
 		workloads = v
 	}
@@ -121,13 +134,15 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.Profile, "profile", "", "directory for pprof profiles: the server's CPU during each child, each child's CPU and peak heap")
 	fs.StringVar(&cfg.Fleet, "fleet", cfg.Fleet, "the fleet headline, 8 publisher processes against a tier limit and through an outage, fleet limits off and on, and the fleet cases (BENCH_FLEET_RUNS, BENCH_FLEET_PARTS, BENCH_FLEET_CASES): on (with the rest), off, or only (env BENCH_FLEET)")
 	fs.StringVar(&cfg.Gateway, "gateway", cfg.Gateway, "the gateway's overhead against the fake provider called directly: on (with the rest), off, or only (env BENCH_GATEWAY)")
+	fs.StringVar(&cfg.Upload, "upload", cfg.Upload, "the upload flood against the gateway's byte budget, peak RSS: on (with the rest), off, or only (env BENCH_UPLOAD)")
+	fs.StringVar(&cfg.GatewayBin, "gateway-bin", cfg.GatewayBin, "the gateway command the gateway's parts run (default: build cmd/gateway; env BENCH_GATEWAY_BIN)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if cfg.Scale <= 0 {
 		return cfg, fmt.Errorf("--scale %v must be positive", cfg.Scale)
 	}
-	for _, part := range []struct{ name, v string }{{"--fleet (BENCH_FLEET)", cfg.Fleet}, {"--gateway (BENCH_GATEWAY)", cfg.Gateway}} {
+	for _, part := range []struct{ name, v string }{{"--fleet (BENCH_FLEET)", cfg.Fleet}, {"--gateway (BENCH_GATEWAY)", cfg.Gateway}, {"--upload (BENCH_UPLOAD)", cfg.Upload}} {
 		if part.v != partOn && part.v != partOff && part.v != partOnly {
 			return cfg, fmt.Errorf("%s %q must be on, off or only", part.name, part.v)
 		}

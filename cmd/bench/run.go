@@ -68,6 +68,7 @@ type results struct {
 	Middleware []middlewareResult `json:"middleware"`
 	Gateway    *gatewayResult     `json:"gateway,omitempty"`
 	Fleet      *fleetResult       `json:"fleet,omitempty"`
+	Upload     *uploadResult      `json:"upload_flood,omitempty"`
 	Targets    []check            `json:"targets"`
 }
 
@@ -82,7 +83,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	var err error
 	if cfg.runs(cfg.Gateway) {
-		if res.Gateway, err = benchGateway(ctx); err != nil {
+		if res.Gateway, err = benchGateway(ctx, cfg); err != nil {
 			return err
 		}
 	}
@@ -91,8 +92,14 @@ func run(ctx context.Context, cfg config) error {
 			return err
 		}
 	}
+	if cfg.runs(cfg.Upload) {
+		if res.Upload, err = benchUpload(ctx, cfg); err != nil {
+			return err
+		}
+	}
 	res.Targets = evaluate(res)
 	printGateway(os.Stdout, res.Gateway)
+	printUpload(os.Stdout, res.Upload)
 	printTable(os.Stdout, res)
 	return writeResults(cfg.Out, res)
 }

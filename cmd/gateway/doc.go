@@ -41,6 +41,22 @@
 // the ledger's ledger_requests (read only), so that its attempt numbers
 // continue and it stays in its session.
 //
+// One client cannot stop it: at most --max-connections client
+// connections are open (lowered to the file descriptor limit less a
+// reserve; new ones wait at the cap), headers must arrive within
+// --header-timeout, a body within --body-timeout plus a second per
+// --min-body-rate bytes, each write within --write-timeout (a stream
+// lasts as long as its events come), an idle keep-alive connection is
+// closed after --idle-timeout; one client (a digest of its credential)
+// has at most --max-calls-per-client requests in flight (429 beyond), and
+// the request bodies held at once are at most --max-body-bytes-in-flight
+// (503 with retry-after beyond). Refusals and accept errors are logged at
+// WARN, at most once a second per reason, and counted. With
+// --metrics-addr it serves /metrics (requests, refusals by reason,
+// connections, bodies in flight, events queued and undelivered),
+// /healthz and /readyz (connected to NATS) on that address, as the
+// aggregator does; never on --listen, whose paths are the providers'.
+//
 // SIGINT and SIGTERM stop it: it stops accepting requests, lets those in
 // flight finish within --shutdown-timeout (then cuts them), and flushes
 // the events within --drain-timeout. With --outbox DIR every event is on

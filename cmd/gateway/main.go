@@ -21,6 +21,8 @@ import (
 	"github.com/agentledger/ledger/internal/gateway"
 	"github.com/agentledger/ledger/internal/guardflag"
 	"github.com/agentledger/ledger/internal/logflag"
+	"github.com/agentledger/ledger/internal/monitor"
+	"github.com/agentledger/ledger/internal/netlimit"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -88,6 +90,9 @@ type flags struct {
 	outbox                        string
 	outboxEvents                  int
 	outboxBytes                   int64
+	// Server limits (serverlimits.go): connections, calls per client,
+	// bodies in flight, timeouts, metrics.
+	limits limitFlags
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -129,6 +134,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.outboxEvents, "outbox-max-events", emit.DefaultOutboxMaxEvents, "with --outbox: most unacknowledged events kept; when full, calls wait for acks and are refused past their deadline")
 	fs.Int64Var(&f.outboxBytes, "outbox-max-bytes", emit.DefaultOutboxMaxBytes, "with --outbox: most bytes of unacknowledged events kept")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long calls in flight may finish after SIGINT/SIGTERM before they are cut")
+	f.limits.register(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -185,7 +191,10 @@ func (f *flags) validate() error {
 	if _, err := topology.AttemptsStreamConfig(f.topo); err != nil {
 		return cli.Usagef("--replicas / --duplicate-window: %v", err)
 	}
-	return f.auth.validate(f.listen)
+	if err := f.auth.validate(f.listen); err != nil {
+		return err
+	}
+	return f.limits.validate()
 }
 
 // run serves until ctx ends.
@@ -198,25 +207,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := f.auth.load(logger); err != nil {
 		return err
 	}
+	f.limits.limitMemory(logger)
+	var metricsLn net.Listener
+	if f.limits.metricsAddr != "" {
+		if metricsLn, err = monitor.Listen(f.limits.metricsAddr); err != nil {
+			return cli.Usagef("%v", err)
+		}
+		defer metricsLn.Close()
+	}
 	ledger, err := openLedger(ctx, f, logger)
 	if err != nil {
 		return err
 	}
 	ctx = ledger.ctx // ends when the server refuses a permission
-	gw, err := newGateway(f, ledger, logger)
+	refusals := netlimit.NewRefusals(logger, 0, nil)
+	gw, err := newGateway(f, ledger, refusals, logger)
 	if err != nil {
 		ledger.close(ctx, logger)
 		return &cli.ExitError{Code: cli.ExitUsage, Err: err}
 	}
-	ln, err := net.Listen("tcp", f.listen)
+	tcp, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		ledger.close(ctx, logger)
 		return cli.Usagef("--listen: %v", err)
 	}
+	ln, err := netlimit.NewListener(tcp, f.limits.connectionCap(logger), refusals)
+	if err != nil {
+		tcp.Close()
+		ledger.close(ctx, logger)
+		return cli.Usagef("--max-connections: %v", err)
+	}
+	stopMetrics := serveMetrics(ctx, metricsLn, monitor.GatewaySource{Gateway: gw, Listener: ln, Events: ledger.pub.Stats},
+		monitor.GatewayReady(ledger.conn.NC), logger)
+	defer stopMetrics()
 	fmt.Fprintf(stdout, "gateway listening on http://%s\n", ln.Addr())
 	logger.Info("gateway: listening", "addr", ln.Addr().String(), "anthropic", *f.upstreams[gateway.Anthropic],
-		"openai", *f.upstreams[gateway.OpenAI], "gemini", *f.upstreams[gateway.Gemini], "forward_ledger_headers", f.forward)
-	serveErr := serve(ctx, ln, gw, f.shutdownTimeout, logger)
+		"openai", *f.upstreams[gateway.OpenAI], "gemini", *f.upstreams[gateway.Gemini], "forward_ledger_headers", f.forward,
+		"max_connections", ln.Max(), "max_calls_per_client", f.limits.maxCallsPerClient, "max_body_bytes_in_flight", f.limits.maxBodyInFlight)
+	serveErr := serve(ctx, ln, f.limits.server(gw, ln, logger), f.shutdownTimeout, logger)
 	st, closeErr := ledger.close(ctx, logger)
 	logger.Info("gateway: stopped", "calls", gw.Middleware().Stats().Calls, "attempts", gw.Middleware().Stats().Attempts,
 		"events_acked", st.Acked, "events_undelivered", st.Undelivered, "events_kept_in_outbox", st.Kept)
@@ -234,7 +262,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // newGateway builds the gateway on the ledger's publisher and bucket. The
 // middleware's breakers are a group of this process; a fleet-wide group
 // (shared over NATS) is what Retry.Breakers takes when there is one.
-func newGateway(f *flags, l *ledgerConn, logger *slog.Logger) (*gateway.Gateway, error) {
+func newGateway(f *flags, l *ledgerConn, refusals *netlimit.Refusals, logger *slog.Logger) (*gateway.Gateway, error) {
 	ups := make(map[string]string, len(f.upstreams))
 	for p, u := range f.upstreams {
 		ups[p] = *u
@@ -251,17 +279,13 @@ func newGateway(f *flags, l *ledgerConn, logger *slog.Logger) (*gateway.Gateway,
 		MaxRequestBytes:      f.maxRequest,
 		MaxResponseBytes:     f.maxResponse,
 		Logger:               logger,
+		Limits:               f.limits.gatewayLimits(refusals),
 	})
 }
 
 // serve runs the HTTP server until ctx ends, then shuts it down: no new
 // requests, those in flight given timeout to finish, then cut.
-func serve(ctx context.Context, ln net.Listener, h http.Handler, timeout time.Duration, logger *slog.Logger) error {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
-	}
+func serve(ctx context.Context, ln net.Listener, srv *http.Server, timeout time.Duration, logger *slog.Logger) error {
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() { errc <- srv.Serve(ln) })

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
 )
 
 // client is who sent a request: its key (nil when the gateway has none)
@@ -38,7 +36,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, provider 
 			}
 		}
 		if cl.key == nil {
-			g.refuse(r, "unauthenticated", why)
+			g.logRefusal(r, "unauthenticated", why)
 			writeGatewayError(w, provider, "", http.StatusUnauthorized, "unauthenticated", why, 0)
 			return cl, false
 		}
@@ -51,15 +49,14 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, provider 
 	return cl, true
 }
 
-// refuse logs a refused request at WARN, at most once a second per
-// reason, with the number of refusals not logged since. It never logs a
+// logRefusal counts a refused request and logs it at WARN, at most once
+// a second per reason, with the number refused since (the limits'
+// Refusals, so that /metrics counts these reasons too). It never logs a
 // header.
-func (g *Gateway) refuse(r *http.Request, reason, why string) {
-	if n, ok := g.refusals.allow(reason, g.cfg.Now()); ok {
-		g.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: request refused",
-			slog.String("reason", reason), slog.String("detail", why), slog.String("remote", r.RemoteAddr),
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("not_logged_since", n))
-	}
+func (g *Gateway) logRefusal(r *http.Request, reason, why string) {
+	g.refusals.Refuse(r.Context(), reason, "gateway: request refused",
+		slog.String("detail", why), slog.String("remote", r.RemoteAddr),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path))
 }
 
 // takeKey removes the client key from r and returns it: HeaderKey, else
@@ -173,28 +170,4 @@ func (g *Gateway) accountKey(a string) string {
 		return a
 	}
 	return otherAccounts
-}
-
-// rateLog lets through one record per reason a second.
-type rateLog struct {
-	mu   sync.Mutex
-	last map[string]time.Time
-	skip map[string]int
-}
-
-// allow reports whether to log a record of reason at now, and how many
-// were not logged since the last one.
-func (l *rateLog) allow(reason string, now time.Time) (int, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.last == nil {
-		l.last, l.skip = make(map[string]time.Time), make(map[string]int)
-	}
-	if t, ok := l.last[reason]; ok && now.Sub(t) < time.Second {
-		l.skip[reason]++
-		return 0, false
-	}
-	n := l.skip[reason]
-	l.last[reason], l.skip[reason] = now, 0
-	return n, true
 }

@@ -37,16 +37,16 @@ type call struct {
 func (c *call) serve() {
 	g, r := c.g, c.r
 	start := time.Now()
-	body, err := readBody(c.w, r, g.cfg.MaxRequestBytes)
+	b, err := g.readBody(r)
 	if err != nil {
-		if tooLarge(err) {
-			c.gatewayError(http.StatusRequestEntityTooLarge, "too_large", "the request body is larger than the gateway's limit of "+byteSize(g.cfg.MaxRequestBytes), 0)
-		}
-		return // otherwise the client went away mid-request
+		c.bodyError(err)
+		return
 	}
+	defer b.Release()
+	body := b.Bytes
 	if c.ids, err = identify(r, g.cfg.DefaultSession, c.client.key); err != nil {
 		if errors.Is(err, errSessionForbidden) {
-			g.refuse(r, "session_forbidden", err.Error())
+			g.logRefusal(r, "session_forbidden", err.Error())
 			c.gatewayError(http.StatusForbidden, "session_forbidden", err.Error(), 0)
 			return
 		}
@@ -92,11 +92,11 @@ func (c *call) reserveFailed(err error) {
 		c.gatewayError(http.StatusConflict, "attempts_exhausted", "request "+c.ids.request+": "+err.Error()+"; use a new request ID", 0)
 		return
 	case errors.Is(err, ErrRequestOwned):
-		c.g.refuse(c.r, "request_owned", err.Error())
+		c.g.logRefusal(c.r, "request_owned", err.Error())
 		c.gatewayError(http.StatusConflict, "request_owned", err.Error(), 0)
 		return
 	case errors.Is(err, ErrAttemptsUnknown):
-		c.g.refuse(c.r, "attempts_unknown", err.Error())
+		c.g.logRefusal(c.r, "attempts_unknown", err.Error())
 		c.gatewayError(http.StatusConflict, "attempts_unknown", err.Error(), 0)
 		return
 	}

@@ -130,6 +130,22 @@
 // headers reach the upstream only with Config.ForwardLedgerHeaders (for
 // the fake provider's truth).
 //
+// # Limits
+//
+// One client cannot stop the gateway (Config.Limits, package netlimit).
+// A request's body is read against a byte budget shared by every call
+// (MaxBodyBytesInFlight), chunk by chunk as it arrives and charged for
+// the memory it holds, never for its declared Content-Length: a call the
+// budget cannot cover gets 503 with retry-after. A body must arrive
+// within BodyTimeout plus a second per MinBodyRate bytes (408 beyond);
+// each write to the client has WriteTimeout of its own, so a client that
+// stops reading is cut and a long stream is not. A client's requests in
+// flight are capped (MaxCallsPerClient, 429 with retry-after); the
+// client is named by ClientID, by default a digest of its credential.
+// Every refusal is counted by reason and logged at WARN, at most once a
+// second per reason (Stats, Refusals). The connections are capped by the
+// server's listener, netlimit.Listener, which shares the Refusals.
+//
 // The Gateway is an http.Handler; it starts no goroutines. The
 // connections to the upstreams are its Transport's.
 package gateway

@@ -10,9 +10,11 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/netlimit"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -83,6 +85,9 @@ type Config struct {
 	// Now is the clock of the Retry-After of a breaker's rejection; nil:
 	// time.Now.
 	Now func() time.Time
+	// Limits are what one client can hold of the gateway: bodies in
+	// flight, calls, time.
+	Limits Limits
 }
 
 // DefaultTransport is a transport for the providers: connections kept
@@ -117,7 +122,11 @@ type Gateway struct {
 	noUsage     onceSet // APIs logged as answering without usage
 	models      boundedSet
 	accounts    boundedSet
-	refusals    rateLog
+
+	budget              *netlimit.Budget
+	perClient           *netlimit.PerKey
+	refusals            *netlimit.Refusals
+	requests, accounted atomic.Uint64
 }
 
 // New validates cfg and returns a Gateway.
@@ -144,6 +153,13 @@ func New(cfg Config) (*Gateway, error) {
 	g.models = boundedSet{max: maxBreakerModels, set: make(map[string]struct{})}
 	g.accounts = boundedSet{max: maxAccounts, set: make(map[string]struct{})}
 	g.proxy = g.newProxy()
+	g.refusals = cfg.Limits.Refusals
+	if g.budget, err = netlimit.NewBudget(cfg.Limits.MaxBodyBytesInFlight); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if g.perClient, err = netlimit.NewPerKey(cfg.Limits.MaxCallsPerClient); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	return g, nil
 }
 
@@ -204,6 +220,9 @@ func (c *Config) defaults() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if err := c.Limits.defaults(c.Logger); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
 	return nil
 }
 
@@ -242,14 +261,24 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sec := secretsOf(r)
 	cl, ok := g.authenticate(w, r, provider, &sec)
 	if !ok {
+		g.requests.Add(1)
 		return
+	}
+	// A keyed client's calls are capped by its key; otherwise by its
+	// credential (Limits.ClientID).
+	clientID := ""
+	if cl.key != nil {
+		clientID = "key-" + cl.key.Name
 	}
 	if !accounted {
-		g.passthrough(w, r.WithContext(context.WithValue(r.Context(), providerKey{}, provider)))
+		g.limit(w, r.WithContext(context.WithValue(r.Context(), providerKey{}, provider)), provider, clientID, g.passthrough)
 		return
 	}
-	c := &call{g: g, rt: rt, w: w, r: r, secrets: sec, client: cl}
-	c.serve()
+	g.accounted.Add(1)
+	g.limit(w, r, provider, clientID, func(w http.ResponseWriter, r *http.Request) {
+		c := &call{g: g, rt: rt, w: w, r: r, secrets: sec, client: cl}
+		c.serve()
+	})
 }
 
 // providerKey is the context key of a passthrough request's provider,

@@ -159,12 +159,19 @@ func reply(status int, body string, kv ...string) step {
 // sse streams the events (each a whole "event:/data:" block without its
 // blank line), flushing each; cut then closes the connection without the
 // end of the response.
-func sse(cut bool, evs ...string) step {
+func sse(cut bool, evs ...string) step { return pacedSSE(0, cut, evs...) }
+
+// pacedSSE is sse with pace between two events (the stream's own pace,
+// not a wait for a condition).
+func pacedSSE(pace time.Duration, cut bool, evs ...string) step {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		rc := http.NewResponseController(w)
-		for _, e := range evs {
+		for i, e := range evs {
+			if i > 0 && pace > 0 {
+				time.Sleep(pace)
+			}
 			_, _ = io.WriteString(w, e+"\n\n")
 			_ = rc.Flush()
 		}

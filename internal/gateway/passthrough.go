@@ -25,14 +25,7 @@ func (g *Gateway) newProxy() *httputil.ReverseProxy {
 		},
 		Transport:     g.transport,
 		FlushInterval: -1, // a streamed answer goes through as it comes
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() == nil {
-				g.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: proxying failed",
-					slog.String("path", r.URL.Path), slog.String("error", secretsOf(r).redact(err.Error())))
-			}
-			w.Header().Set(HeaderGatewayError, "upstream_unreachable")
-			w.WriteHeader(http.StatusBadGateway)
-		},
+		ErrorHandler:  g.passthroughError,
 	}
 }
 

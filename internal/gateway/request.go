@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -28,31 +27,14 @@ const (
 	// than relayed, with the reason: circuit_open, upstream_unreachable,
 	// upstream_timeout, bad_request, too_large, attempts_exhausted,
 	// request_owned, attempts_unknown, ledger_unavailable,
-	// unauthenticated, session_forbidden.
+	// unauthenticated, session_forbidden, and the limits' body_budget
+	// (503), body_timeout (408) and client_calls (429).
 	HeaderGatewayError = "X-Ledger-Gateway-Error"
 )
 
 // unknownModel is the model of the events of a request that names none
 // (the provider will refuse it).
 const unknownModel = "unknown"
-
-// readBody reads the client's request body, at most limit bytes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	n := int64(512)
-	if r.ContentLength > 0 && r.ContentLength <= limit {
-		n = r.ContentLength + 1 // +1: ReadAll's final read finds EOF without growing
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, n))
-	_, err := buf.ReadFrom(rd)
-	return buf.Bytes(), err
-}
-
-// tooLarge reports whether err is readBody's error for a body over limit.
-func tooLarge(err error) bool {
-	var mbe *http.MaxBytesError
-	return errors.As(err, &mbe)
-}
 
 // requestInfo is what the gateway reads of an accounted request.
 type requestInfo struct {

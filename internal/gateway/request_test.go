@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -175,7 +176,53 @@ func TestSecretsRedact(t *testing.T) {
 	s := secretsOf(r)
 	msg := s.redact("saw Bearer sk-proj-SECRET-1 and sk-ant-SECRET-2 and sk-proj-SECRET-1 at ?key=AIzaSECRETKEY123")
 	assert.NotContains(t, msg, "SECRET")
-	assert.Equal(t, "ordinary short words", s.redact("ordinary short words"))
+	assert.Equal(t, "ordinary words", s.redact("ordinary words"))
+}
+
+// Keys of any length are redacted (a 7-character one was not), and so is
+// the value of a key query parameter however a message encodes it (a
+// percent-encoded ?key= echoed by the upstream was not).
+func TestRedactShortAndEncodedKeys(t *testing.T) {
+	tests := []struct {
+		name, target, header, msg string
+		gone                      []string // must not remain
+		want                      string   // the whole result, when set
+	}{
+		{name: "7-character header key", header: "abc1234", msg: "invalid x-api-key abc1234 given", gone: []string{"abc1234"},
+			want: "invalid x-api-key [REDACTED] given"},
+		{name: "3-character header key", header: "k3y", msg: "bad key: k3y", gone: []string{"k3y"}},
+		{name: "short query key", target: "/v1beta/models/m:generateContent?key=s3cr", msg: "invalid API key s3cr", gone: []string{"s3cr"}},
+		{name: "query key percent-encoded in the message", target: "/v1beta/models/m:generateContent?key=AIza%2FSECRET%2B1",
+			msg: "GET https://x/v1beta%3Fkey%3DAIza%252FSECRET%252B1 failed", gone: []string{"SECRET"}},
+		{name: "the request's key quoted encoded", target: "/v1beta/models/m:generateContent?key=AIza%2FSECRET%2B1",
+			msg: "key AIza%2FSECRET%2B1 is invalid", gone: []string{"SECRET"}},
+		{name: "upstream echo, not the request's key", msg: "see https://h/v1beta/models/m?alt=sse&key=OTHERSECRET now",
+			want: "see https://h/v1beta/models/m?alt=sse&key=[REDACTED] now"},
+		{name: "encoded ?key=", msg: "url%3Fkey%3DOTHERSECRET%26alt%3Dsse", want: "url%3Fkey%3D[REDACTED]%26alt%3Dsse"},
+		{name: "mixed case", msg: "u?KeY=OTHERSECRET", want: "u?KeY=[REDACTED]"},
+		{name: "mixed-case encoding", msg: "u%3fKEY%3dOTHERSECRET", want: "u%3fKEY%3d[REDACTED]"},
+		{name: "double-encoded", msg: "u%253Fkey%253DOTHERSECRET%2526x", want: "u%253Fkey%253D[REDACTED]%2526x"},
+		{name: "JSON-escaped &", msg: `{"url":"u?a=1\u0026key=OTHERSECRET"}`, want: `{"url":"u?a=1\u0026key=[REDACTED]"}`},
+		{name: "HTML-escaped &", msg: "u?a=1&amp;key=OTHERSECRET", want: "u?a=1&amp;key=[REDACTED]"},
+		{name: "other parameters kept", msg: "u?monkey=1&keys=2&key=OTHERSECRET&alt=sse", want: "u?monkey=1&keys=2&key=[REDACTED]&alt=sse"},
+		{name: "no key", msg: "ordinary words, key words", want: "ordinary words, key words"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			target := cmp.Or(tt.target, "/v1/messages")
+			r := httptest.NewRequest("POST", target, nil)
+			if tt.header != "" {
+				r.Header.Set("X-Api-Key", tt.header)
+			}
+			got := secretsOf(r).redact(tt.msg)
+			for _, g := range append(tt.gone, "OTHERSECRET") {
+				assert.NotContains(t, got, g)
+			}
+			if tt.want != "" {
+				assert.Equal(t, tt.want, got)
+			}
+		})
+	}
 }
 
 func TestSanitize(t *testing.T) {

@@ -104,8 +104,8 @@ func (c *call) gatewayError(status int, reason, msg string, retryAfter time.Dura
 	writeGatewayError(c.w, c.rt.api.provider(), c.requestID, status, reason, msg, retryAfter)
 }
 
-// writeGatewayError writes an error the gateway made itself to w, in
-// provider's format (see call.gatewayError).
+// writeGatewayError answers with an error the gateway made itself, in
+// provider's error format (see call.gatewayError).
 func writeGatewayError(w http.ResponseWriter, provider, requestID string, status int, reason, msg string, retryAfter time.Duration) {
 	h := w.Header()
 	if requestID != "" {

@@ -1,10 +1,13 @@
-// Package monitor owns what operators see of a running aggregator: its
-// Prometheus metrics (/metrics) and health endpoints (/healthz: the
-// process is alive; /readyz: connected to NATS, and holding the lease or
-// standing by with the lag known), served by `aggregator run
-// --metrics-addr`.
+// Package monitor owns what operators see of a running aggregator or
+// gateway: its Prometheus metrics (/metrics) and health endpoints
+// (/healthz: the process is alive; /readyz: connected to NATS, and for
+// the aggregator holding the lease or standing by with the lag known),
+// served by `aggregator run --metrics-addr` and `gateway run
+// --metrics-addr` on a listener of their own (Serve: timeouts and a
+// connection cap), never on the gateway's proxy listener.
 //
-// Metrics:
+// The gateway's metrics are listed at NewGatewayRegistry. The
+// aggregator's:
 //
 //	ledger_aggregator_lag_events           gauge: the stream's last sequence minus the ledger's checkpoint
 //	ledger_aggregator_checkpoint_sequence  gauge: the ledger's checkpoint

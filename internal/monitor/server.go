@@ -12,9 +12,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/netlimit"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -48,19 +50,42 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.Interval <= 0 {
 		s.Interval = 2 * time.Second
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", s.readyz)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	pollDone := make(chan struct{})
 	go func() {
 		defer close(pollDone)
 		s.poll(ctx)
 	}()
+	err := Serve(ctx, ln, s.Metrics.Registry, s.readyz, s.Log)
+	<-pollDone
+	return err
+}
+
+// Limits of the metrics server: a scraper and a prober or two, small
+// answers.
+const (
+	maxScrapeConns     = 64
+	scrapeReadTimeout  = 10 * time.Second
+	scrapeWriteTimeout = 30 * time.Second
+	scrapeIdleTimeout  = time.Minute
+)
+
+// Serve serves /metrics (reg), /healthz (200 while the process runs) and
+// /readyz (ready) on ln until ctx ends, then shuts the server down (within
+// 5 s) and returns. It has read, write and idle timeouts and a cap of
+// connections, whose refusals go to log at WARN.
+func Serve(ctx context.Context, ln net.Listener, reg *prometheus.Registry, ready http.HandlerFunc, log *slog.Logger) error {
+	capped, err := netlimit.NewListener(ln, maxScrapeConns, netlimit.NewRefusals(log, 0, nil))
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", ready)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: scrapeReadTimeout,
+		WriteTimeout: scrapeWriteTimeout, IdleTimeout: scrapeIdleTimeout}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	var err error
+	go func() { serveErr <- srv.Serve(capped) }()
 	select {
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -69,7 +94,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		<-serveErr
 	case err = <-serveErr:
 	}
-	<-pollDone
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -1,0 +1,209 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/agentledger/ledger/internal/netlimit"
+)
+
+// Defaults of Limits.
+const (
+	DefaultMaxBodyBytesInFlight = 512 << 20
+	DefaultMaxCallsPerClient    = 1024
+)
+
+// budgetRetryAfter is the retry-after of a call refused for the byte
+// budget or its client's cap: bodies and calls in flight end in about
+// that time, or the client tries again later.
+const budgetRetryAfter = time.Second
+
+// Limits are what one client can hold of the gateway (see package
+// netlimit). The connections are capped by the server's listener
+// (netlimit.Listener), not here.
+type Limits struct {
+	// MaxBodyBytesInFlight is the byte budget of the request bodies of
+	// accounted calls the gateway holds at once, whatever their client: a
+	// body is read against it as it arrives, and a call it cannot cover
+	// is answered 503 with retry-after. Default
+	// DefaultMaxBodyBytesInFlight.
+	MaxBodyBytesInFlight int64
+	// MaxCallsPerClient caps the requests in flight of one client
+	// (ClientID); past it they are answered 429 with retry-after.
+	// Default DefaultMaxCallsPerClient.
+	MaxCallsPerClient int
+	// ClientID names the client of a request. Default
+	// CredentialClientID.
+	ClientID func(*http.Request) string
+	// Timeouts bound a request's body and each write of its answer;
+	// zero fields get netlimit's defaults.
+	Timeouts netlimit.Timeouts
+	// Refusals counts and logs (at WARN, rate-limited) what the limits
+	// refuse; share the listener's. Nil: the gateway's own, logging to
+	// Config.Logger.
+	Refusals *netlimit.Refusals
+}
+
+func (l *Limits) defaults(log *slog.Logger) error {
+	if l.MaxBodyBytesInFlight == 0 {
+		l.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
+	if l.MaxCallsPerClient == 0 {
+		l.MaxCallsPerClient = DefaultMaxCallsPerClient
+	}
+	if l.ClientID == nil {
+		l.ClientID = CredentialClientID
+	}
+	t := &l.Timeouts
+	if t.BodyTimeout == 0 {
+		t.BodyTimeout = netlimit.DefaultBodyTimeout
+	}
+	if t.MinBodyRate == 0 {
+		t.MinBodyRate = netlimit.DefaultMinBodyRate
+	}
+	if t.WriteTimeout == 0 {
+		t.WriteTimeout = netlimit.DefaultWriteTimeout
+	}
+	switch {
+	case l.MaxBodyBytesInFlight < 0:
+		return fmt.Errorf("Limits.MaxBodyBytesInFlight is %d; it must be positive", l.MaxBodyBytesInFlight)
+	case l.MaxCallsPerClient < 0:
+		return fmt.Errorf("Limits.MaxCallsPerClient is %d; it must be positive", l.MaxCallsPerClient)
+	}
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("Limits.Timeouts: %w", err)
+	}
+	if l.Refusals == nil {
+		l.Refusals = netlimit.NewRefusals(log, 0, nil)
+	}
+	return nil
+}
+
+// CredentialClientID names a request's client by a digest of its
+// credential (the first of its credential headers, else its key query
+// parameter): the calls of one API key share its cap. A request without
+// one is the client "anonymous".
+func CredentialClientID(r *http.Request) string {
+	for _, k := range credentialHeaders {
+		if v := r.Header.Get(k); v != "" {
+			return digestID(v)
+		}
+	}
+	if r.URL.RawQuery != "" {
+		if v := r.URL.Query().Get("key"); v != "" {
+			return digestID(v)
+		}
+	}
+	return "anonymous"
+}
+
+func digestID(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return "cred-" + hex.EncodeToString(sum[:8])
+}
+
+// Stats are the gateway's counters, read when scraped.
+type Stats struct {
+	// Requests are the requests served, Accounted those of them that
+	// were model calls.
+	Requests, Accounted uint64
+	// BodyBytesInFlight are the bytes of request bodies held now, of
+	// MaxBodyBytesInFlight.
+	BodyBytesInFlight, MaxBodyBytesInFlight int64
+	// Refusals are the limits' refusals by reason (netlimit's reasons).
+	Refusals map[string]uint64
+}
+
+// Stats returns the gateway's counters.
+func (g *Gateway) Stats() Stats {
+	return Stats{
+		Requests: g.requests.Load(), Accounted: g.accounted.Load(),
+		BodyBytesInFlight: g.budget.InFlight(), MaxBodyBytesInFlight: g.budget.Max(),
+		Refusals: g.refusals.Counts(),
+	}
+}
+
+// Refusals are the counters and log of the gateway's refusals.
+func (g *Gateway) Refusals() *netlimit.Refusals { return g.refusals }
+
+// limit serves r under the limits: the timeouts, and the cap of r's
+// client's calls in flight. provider is the upstream r goes to, whose
+// error format a refusal takes; clientID names r's client ("":
+// Limits.ClientID of r).
+func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, provider, clientID string, serve http.HandlerFunc) {
+	g.requests.Add(1)
+	w, r, done := g.cfg.Limits.Timeouts.Wrap(w, r)
+	defer done()
+	if clientID == "" {
+		clientID = g.cfg.Limits.ClientID(r)
+	}
+	release, ok := g.perClient.Acquire(clientID)
+	if !ok {
+		g.refuse(w, r, provider, netlimit.ReasonClientCalls, http.StatusTooManyRequests,
+			fmt.Sprintf("this client has %d requests in flight, the gateway's limit per client", g.perClient.Max()), budgetRetryAfter)
+		return
+	}
+	defer release()
+	serve(w, r)
+}
+
+// refuse answers a request a limit refused, counting and logging it, and
+// closes the connection (its body may be unread).
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, provider, reason string, status int, msg string, retryAfter time.Duration) {
+	g.refusals.Refuse(r.Context(), reason, "gateway: request refused: "+msg,
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
+	w.Header().Set("Connection", "close")
+	header := reason
+	if reason == netlimit.ReasonBodyTooLarge {
+		header = "too_large" // as it was before the reasons were counted
+	}
+	writeGatewayError(w, provider, "", status, header, msg, retryAfter)
+}
+
+// bodyError answers a call whose body could not be read, unless the
+// client went away.
+func (c *call) bodyError(err error) {
+	g := c.g
+	var tl *netlimit.TooLargeError
+	switch {
+	case errors.As(err, &tl):
+		g.refuse(c.w, c.r, c.rt.api.provider(), netlimit.ReasonBodyTooLarge, http.StatusRequestEntityTooLarge,
+			"the request body is larger than the gateway's limit of "+byteSize(g.cfg.MaxRequestBytes), 0)
+	case errors.Is(err, netlimit.ErrBudget):
+		g.refuse(c.w, c.r, c.rt.api.provider(), netlimit.ReasonBodyBudget, http.StatusServiceUnavailable,
+			"the gateway holds its limit of "+byteSize(g.budget.Max())+" of request bodies in flight; try again shortly", budgetRetryAfter)
+	case errors.Is(err, netlimit.ErrBodyTimeout):
+		g.refuse(c.w, c.r, c.rt.api.provider(), netlimit.ReasonBodyTimeout, http.StatusRequestTimeout, err.Error(), 0)
+	}
+	// otherwise the client went away mid-request
+}
+
+// readBody reads the client's request body against the byte budget, at
+// most limit bytes. The caller releases it.
+func (g *Gateway) readBody(r *http.Request) (*netlimit.Body, error) {
+	if r.ContentLength > g.cfg.MaxRequestBytes {
+		// Declared too large: refused before a byte is read.
+		return nil, &netlimit.TooLargeError{Limit: g.cfg.MaxRequestBytes}
+	}
+	return netlimit.ReadBody(r.Body, g.budget, g.cfg.MaxRequestBytes)
+}
+
+// passthroughError answers a request proxied through whose proxying
+// failed.
+func (g *Gateway) passthroughError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, netlimit.ErrBodyTimeout) || netlimit.TimedOut(r) {
+		g.refuse(w, r, passthroughProvider(r), netlimit.ReasonBodyTimeout, http.StatusRequestTimeout, netlimit.ErrBodyTimeout.Error(), 0)
+		return
+	}
+	if r.Context().Err() == nil {
+		g.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: proxying failed",
+			slog.String("path", r.URL.Path), slog.String("error", secretsOf(r).redact(err.Error())))
+	}
+	w.Header().Set(HeaderGatewayError, "upstream_unreachable")
+	w.WriteHeader(http.StatusBadGateway)
+}
