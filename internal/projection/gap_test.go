@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
@@ -182,4 +183,20 @@ func TestLossRecord(t *testing.T) {
 	require.True(t, LossCovers(l.Ranges, 12))
 	require.False(t, LossCovers(nil, 1))
 	require.True(t, LossCovers(nil, 0))
+}
+
+// Issue 15, case 6: a ledger_requests created with a TTL (nats kv add
+// --ttl) used to be used as it was; its records expired and the next
+// event of an expired request counted it again. The aggregator refuses to
+// start on it, naming the command that fixes it.
+func TestAggregatorRefusesBucketWithTTL(t *testing.T) {
+	e := newEnv(t)
+	_, err := e.js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: names.RequestsBucket, TTL: time.Hour})
+	require.NoError(t, err)
+	e.publish(sessionEvents(t, 1, 3)...)
+	r := e.start(Config{})
+	err, stopped := e.stoppedOrCaughtUp(r, 3)
+	require.True(t, stopped, "the aggregator ran on a bucket whose records expire")
+	require.ErrorIs(t, err, topology.ErrBucketSettings)
+	require.Contains(t, err.Error(), "nats stream edit KV_ledger_requests --max-age 0")
 }
