@@ -63,9 +63,12 @@ fuzz:
 # BENCH_EVENTS, BENCH_WORKLOADS=a,b,c). The fleet headline (8 publisher
 # processes against a tier limit and through an outage, fleet limits off
 # and on; about 45 s) runs too: BENCH_FLEET=off skips it, BENCH_FLEET=only
-# runs it alone. Go benchmarks: make gobench.
+# runs it alone. Each workload is also published and caught up on a server
+# with sync_interval always (the durable default) to compare with the old
+# default (fsync every 2 minutes) in the same run: BENCH_DURABLE=false
+# skips it. Go benchmarks: make gobench.
 bench:
-	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) BENCH_FLEET=$(BENCH_FLEET) $(GO) run ./cmd/bench
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) BENCH_FLEET=$(BENCH_FLEET) BENCH_DURABLE=$(BENCH_DURABLE) $(GO) run ./cmd/bench
 
 clean:
 	rm -rf $(BIN) data
