@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,12 +73,24 @@ func TestVerifyDirectGetDropIsAnError(t *testing.T) {
 
 	orig := subscribeDirect
 	t.Cleanup(func() { subscribeDirect = orig })
+	// Each subscription of a direct get gets a pending limit of one
+	// message and two messages before the first answer: the client drops
+	// the second, as it would an answer that found no room.
 	subscribeDirect = func(nc *nats.Conn, subject string) (*nats.Subscription, error) {
 		sub, err := nc.SubscribeSync(subject)
-		if err == nil {
-			err = sub.SetPendingLimits(1, -1)
+		if err != nil {
+			return nil, err
 		}
-		return sub, err
+		if err := sub.SetPendingLimits(1, -1); err != nil {
+			return nil, err
+		}
+		flood := strings.Replace(subject, "*", "flood", 1)
+		for range 2 {
+			if err := nc.Publish(flood, nil); err != nil {
+				return nil, err
+			}
+		}
+		return sub, nc.Flush()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
