@@ -58,7 +58,7 @@ func ExampleWithFleetLimits() {
 		return "hi", ledger.Report{Usage: ledger.Usage{InputTokens: 10, OutputTokens: 2}}, nil
 	}
 	var err error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if _, err = ledger.Do(ctx, b, call, healthy); errors.Is(err, ledger.ErrCircuitOpen) {
 			break
 		}
