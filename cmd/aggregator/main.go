@@ -296,10 +296,28 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return err
 	}
+	if point == (replay.Point{}) {
+		noteLoss(ctx, conn, stderr)
+	}
 	if *asJSON {
 		return report.WriteJSON(stdout, l)
 	}
 	return report.WriteTable(stdout, l)
+}
+
+// noteLoss says on stderr which events the live ledger was rebuilt
+// without (aggregator rebuild --accept-loss): the totals leave out their
+// usage.
+func noteLoss(ctx context.Context, conn *connect.Conn, stderr io.Writer) {
+	loss, err := projection.ReadLoss(ctx, conn.JS)
+	if err != nil {
+		fmt.Fprintf(stderr, "note: could not read the loss record: %v\n", err)
+		return
+	}
+	for _, r := range loss {
+		fmt.Fprintf(stderr, "note: the ledger was rebuilt without events %d to %d of %s, which the stream had lost (aggregator rebuild --accept-loss, %s, %s): their usage is not in these totals\n",
+			r.From, r.To, names.AttemptsStream, r.RecordedAt.Format(time.RFC3339), r.By)
+	}
 }
 
 // pointInTime recomputes the ledger at p from the stream, optionally for
