@@ -18,7 +18,8 @@
 // Exit status, the same for every subcommand and for the publisher: 0 ok;
 // 1 the check failed (verify found drift, wait timed out, report found no
 // such session); 2 a usage or runtime error (bad flags, NATS unreachable
-// or refusing the credentials, an interrupted verify or rebuild). run
+// or refusing the credentials, an interrupted verify or rebuild, a verify
+// during which the client dropped messages, a gap in the stream). run
 // stopped by SIGINT or SIGTERM exits 0: stopping is how it ends.
 package main
 
@@ -61,8 +62,10 @@ const usage = `usage: aggregator [run|report|wait|rebuild|verify] [flags]
           (--at TIME / --at-seq N: as it stood then, recomputed from the stream)
   wait    wait until the ledger has applied every event in the stream
   rebuild rebuild the ledger from the whole stream under this code, live
+          (--accept-loss: from what the stream still holds, recording the loss)
   verify  recompute the ledger from the stream and compare it with the live
-          one (exit 0: identical, 1: drift, 2: error)
+          one (exit 0: identical, 1: drift, 2: error or could not compare,
+          say the client dropped messages)
 
 Every command takes the connection flags --nats-url, --creds, --nkey,
 --tls-ca, --tls-cert, --tls-key and --context (or $NATS_URL, $NATS_CREDS,
@@ -308,10 +311,28 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		}
 		return err
 	}
+	if point == (replay.Point{}) {
+		noteLoss(ctx, conn, stderr)
+	}
 	if *asJSON {
 		return report.WriteJSON(stdout, l)
 	}
 	return report.WriteTable(stdout, l)
+}
+
+// noteLoss says on stderr which events the live ledger was rebuilt
+// without (aggregator rebuild --accept-loss): the totals leave out their
+// usage.
+func noteLoss(ctx context.Context, conn *connect.Conn, stderr io.Writer) {
+	loss, err := projection.ReadLoss(ctx, conn.JS)
+	if err != nil {
+		fmt.Fprintf(stderr, "note: could not read the loss record: %v\n", err)
+		return
+	}
+	for _, r := range loss {
+		fmt.Fprintf(stderr, "note: the ledger was rebuilt without events %d to %d of %s, which the stream had lost (aggregator rebuild --accept-loss, %s, %s): their usage is not in these totals\n",
+			r.From, r.To, names.AttemptsStream, r.RecordedAt.Format(time.RFC3339), r.By)
+	}
 }
 
 // pointInTime recomputes the ledger at p from the stream, optionally for

@@ -206,3 +206,32 @@ func TestReportAtAndErrors(t *testing.T) {
 }
 
 func strconvU(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// A ledger rebuilt with --accept-loss says so whenever it is reported: the
+// totals leave out the events the stream had lost.
+func TestReportNotesAcceptedLoss(t *testing.T) {
+	srv, _, js := natstest.StartJS(t)
+	ctx := context.Background()
+	cfg, err := topology.AttemptsStreamConfig(topology.Config{})
+	require.NoError(t, err)
+	w := ledgertest.Generate(rand.New(rand.NewPCG(15, 5)), ledgertest.Spec{Sessions: 1, Calls: 20})
+	_, err = js.CreateStream(ctx, cfg)
+	require.NoError(t, err)
+	ledgertest.Publish(t, js, w.Messages)
+	s, err := js.Stream(ctx, names.AttemptsStream)
+	require.NoError(t, err)
+	cfg = s.CachedInfo().Config
+	cfg.MaxMsgs = 10
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+
+	code, _, stderr := run(t, "rebuild", "--nats-url", srv.URL(), "--lease-ttl", "1s")
+	require.Equal(t, cli.ExitUsage, code)
+	require.Contains(t, stderr, "--accept-loss")
+	code, _, stderr = run(t, "rebuild", "--nats-url", srv.URL(), "--lease-ttl", "1s", "--accept-loss")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	code, out, stderr := run(t, "report", "--nats-url", srv.URL())
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Contains(t, out, "sess-0")
+	require.Regexp(t, `note: the ledger was rebuilt without events 1 to \d+ of LEDGER_ATTEMPTS`, stderr)
+}

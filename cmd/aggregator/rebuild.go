@@ -22,6 +22,7 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	cf.register(fs)
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "the live aggregators' --lease-ttl")
 	batch := fs.Int("batch", projection.DefaultBatchSize, "most events applied per batch of the scratch projection")
+	acceptLoss := fs.Bool("accept-loss", false, "rebuild from the events the stream still holds when some are gone (retention or a purge), and record the lost ranges in ledger_state key \"loss\"")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return err
@@ -47,7 +48,7 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	var done uint64
 	var projected time.Duration
 	err = projection.Rebuild(ctx, projection.RebuildConfig{
-		JS: conn.JS, Topology: topology.Config{}, LeaseTTL: *leaseTTL, BatchSize: *batch, Logger: log,
+		JS: conn.JS, Topology: topology.Config{}, LeaseTTL: *leaseTTL, BatchSize: *batch, Logger: log, AcceptLoss: *acceptLoss,
 		Progress: func(p string, applied, last uint64) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -75,6 +75,10 @@ type config struct {
 	// GatewayBin is the gateway command the gateway's parts run; empty:
 	// the harness builds cmd/gateway (set it to measure another build).
 	GatewayBin string `json:"gateway_bin,omitempty"`
+	// Durable also publishes each workload and measures the catch-up on a
+	// server with sync_interval always, the durable default, to compare
+	// with the old default in the same run.
+	Durable bool `json:"durable"`
 }
 
 // The values of --fleet and --gateway (BENCH_FLEET, BENCH_GATEWAY).
@@ -95,7 +99,7 @@ func (c *config) runs(v string) bool { return v == partOnly || v == partOn && !c
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	cfg := config{Scale: 1, Seed: 1, Fleet: partOn, Gateway: partOn, Upload: partOn}
+	cfg := config{Scale: 1, Seed: 1, Fleet: partOn, Gateway: partOn, Upload: partOn, Durable: true}
 	if v := os.Getenv("BENCH_SCALE"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 {
@@ -124,6 +128,13 @@ func parseFlags(args []string) (config, error) {
 	if v := os.Getenv("BENCH_WORKLOADS"); v != "" {
 		workloads = v
 	}
+	if v := os.Getenv("BENCH_DURABLE"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return cfg, fmt.Errorf("BENCH_DURABLE %q must be true or false", v)
+		}
+		cfg.Durable = b
+	}
 	fs.Float64Var(&cfg.Scale, "scale", cfg.Scale, "multiplies every workload's sizes (env BENCH_SCALE)")
 	fs.IntVar(&cfg.Events, "events", cfg.Events, "events per workload, overriding the scaled count; sessions and requests scale with it (env BENCH_EVENTS)")
 	fs.StringVar(&workloads, "workloads", workloads, "comma-separated workloads to run: a, b, c (env BENCH_WORKLOADS)")
@@ -132,6 +143,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.Out, "out", "bench/results", "directory of the JSON results")
 	fs.StringVar(&cfg.Aggregator, "aggregator", "", "the built aggregator command, run for verify as it ships (default: build cmd/aggregator)")
 	fs.StringVar(&cfg.Profile, "profile", "", "directory for pprof profiles: the server's CPU during each child, each child's CPU and peak heap")
+	fs.BoolVar(&cfg.Durable, "durable", cfg.Durable, "also publish each workload and measure the aggregator's catch-up on a server with sync_interval always (the durable default), against the old default (an fsync every 2 minutes) in the same run (env BENCH_DURABLE)")
 	fs.StringVar(&cfg.Fleet, "fleet", cfg.Fleet, "the fleet headline, 8 publisher processes against a tier limit and through an outage, fleet limits off and on, and the fleet cases (BENCH_FLEET_RUNS, BENCH_FLEET_PARTS, BENCH_FLEET_CASES): on (with the rest), off, or only (env BENCH_FLEET)")
 	fs.StringVar(&cfg.Gateway, "gateway", cfg.Gateway, "the gateway's overhead against the fake provider called directly: on (with the rest), off, or only (env BENCH_GATEWAY)")
 	fs.StringVar(&cfg.Upload, "upload", cfg.Upload, "the upload flood against the gateway's byte budget, peak RSS: on (with the rest), off, or only (env BENCH_UPLOAD)")

@@ -17,20 +17,23 @@ func TestParseFlags(t *testing.T) {
 		want      config
 		wantError string
 	}{
-		{"defaults", nil, nil, config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on"}, ""},
+		{"defaults", nil, nil, config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on", Durable: true}, ""},
 		{"env", map[string]string{"BENCH_SCALE": "0.1", "BENCH_EVENTS": "5000", "BENCH_WORKLOADS": "c", "BENCH_FLEET": "off"}, nil,
-			config{Scale: 0.1, Events: 5000, Seed: 1, Workloads: []string{"c"}, Out: "bench/results", Fleet: "off", Gateway: "on", Upload: "on"}, ""},
+			config{Scale: 0.1, Events: 5000, Seed: 1, Workloads: []string{"c"}, Out: "bench/results", Fleet: "off", Gateway: "on", Upload: "on", Durable: true}, ""},
 		{"flags over env", map[string]string{"BENCH_SCALE": "0.1"}, []string{"--scale", "0.5", "--workloads", "a, b"},
-			config{Scale: 0.5, Seed: 1, Workloads: []string{"a", "b"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on"}, ""},
+			config{Scale: 0.5, Seed: 1, Workloads: []string{"a", "b"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on", Durable: true}, ""},
 		{"fleet only", nil, []string{"--fleet", "only"},
-			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "only", Gateway: "on", Upload: "on"}, ""},
+			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "only", Gateway: "on", Upload: "on", Durable: true}, ""},
 		{"fleet only from env", map[string]string{"BENCH_FLEET": "only"}, nil,
-			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "only", Gateway: "on", Upload: "on"}, ""},
+			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "only", Gateway: "on", Upload: "on", Durable: true}, ""},
 		{"gateway only from env", map[string]string{"BENCH_GATEWAY": "only"}, nil,
-			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "only", Upload: "on"}, ""},
+			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "only", Upload: "on", Durable: true}, ""},
 		{"upload only, another gateway", map[string]string{"BENCH_UPLOAD": "only", "BENCH_GATEWAY_BIN": "/tmp/gw"}, nil,
-			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "only", GatewayBin: "/tmp/gw"}, ""},
+			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "only", GatewayBin: "/tmp/gw", Durable: true}, ""},
 		{"bad upload", nil, []string{"--upload", "yes"}, config{}, `--upload (BENCH_UPLOAD) "yes" must be on, off or only`},
+		{"durable off from env", map[string]string{"BENCH_DURABLE": "false"}, nil,
+			config{Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on"}, ""},
+		{"bad durable", map[string]string{"BENCH_DURABLE": "maybe"}, nil, config{}, `BENCH_DURABLE "maybe" must be true or false`},
 		{"bad fleet", map[string]string{"BENCH_FLEET": "0"}, nil, config{}, `BENCH_FLEET) "0" must be on, off or only`},
 		{"bad gateway", nil, []string{"--gateway", "yes"}, config{}, `--gateway (BENCH_GATEWAY) "yes" must be on, off or only`},
 		{"bad scale", map[string]string{"BENCH_SCALE": "x"}, nil, config{}, "BENCH_SCALE"},
@@ -38,7 +41,7 @@ func TestParseFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, k := range []string{"BENCH_SCALE", "BENCH_EVENTS", "BENCH_WORKLOADS", "BENCH_FLEET", "BENCH_GATEWAY", "BENCH_UPLOAD", "BENCH_GATEWAY_BIN"} {
+			for _, k := range []string{"BENCH_SCALE", "BENCH_EVENTS", "BENCH_WORKLOADS", "BENCH_FLEET", "BENCH_GATEWAY", "BENCH_UPLOAD", "BENCH_GATEWAY_BIN", "BENCH_DURABLE"} {
 				t.Setenv(k, tt.env[k])
 			}
 			got, err := parseFlags(tt.args)

@@ -57,6 +57,41 @@ type workloadResult struct {
 	VerifyRatio        float64  `json:"verify_ratio"`
 	VerifyVsAggregator float64  `json:"verify_vs_aggregator"`
 	RebuildRatio       float64  `json:"rebuild_ratio"`
+	// Durable is the same workload published and caught up on a server
+	// with sync_interval always (the durable default), in the same run;
+	// the rest of the row is on the server's own default (an fsync every
+	// 2 minutes, the old default). Nil with --durable=false.
+	Durable *durableResult `json:"durable,omitempty"`
+}
+
+// durableResult is the publish and catch-up rates of a workload on a
+// server that fsyncs every write.
+type durableResult struct {
+	PublishRate float64  `json:"publish_rate"`
+	Aggregator  childRun `json:"aggregator"`
+	// CatchUpVsOld and PublishVsOld are the durable rates over the old
+	// default's.
+	CatchUpVsOld float64 `json:"catch_up_vs_old"`
+	PublishVsOld float64 `json:"publish_vs_old"`
+}
+
+// runDurable publishes spec on a server with sync_interval always and
+// measures the aggregator's catch-up there.
+func runDurable(ctx context.Context, cfg config, spec bench.Spec) (*durableResult, error) {
+	b, err := startBenchServer(true)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	n, elapsed, last, err := b.publish(ctx, cfg, spec, "")
+	if err != nil {
+		return nil, err
+	}
+	d := &durableResult{PublishRate: float64(n) / elapsed.Seconds()}
+	if d.Aggregator, err = runChildProcess(ctx, cfg, spec.Name+"-durable", childAggregate, b.srv.URL(), last); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 type results struct {
@@ -147,80 +182,126 @@ func resize(s bench.Spec, n int) bench.Spec {
 	return s
 }
 
-func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResult, error) {
-	w := workloadResult{Spec: spec}
+// benchServer is an embedded server with file storage in a temp dir, and
+// a connection to it.
+type benchServer struct {
+	srv *embedded.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	dir string
+}
+
+// startBenchServer starts a server: with sync_interval always when
+// durable (the embedded server's default since issue 15), else with the
+// server's own default (an fsync every 2 minutes, the old default).
+func startBenchServer(durable bool) (*benchServer, error) {
 	dir, err := os.MkdirTemp("", "ledger-bench-")
 	if err != nil {
-		return w, err
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	srv, err := embedded.Start(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true})
+	b := &benchServer{dir: dir}
+	b.srv, err = embedded.Start(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, SyncAlways: durable})
+	if err == nil {
+		b.nc, err = nats.Connect(b.srv.URL())
+	}
+	if err == nil {
+		b.js, err = jetstream.New(b.nc)
+	}
 	if err != nil {
-		return w, err
+		b.close()
+		return nil, err
 	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		return w, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return w, err
-	}
-	stream, err := topology.EnsureAttempts(ctx, js, topology.Config{})
-	if err != nil {
-		return w, err
-	}
+	return b, nil
+}
 
-	// Publish rate: emit's Publisher, generation included, up to Close
-	// (every event acknowledged).
-	pub, err := emit.New(js)
+func (b *benchServer) close() {
+	if b.nc != nil {
+		b.nc.Close()
+	}
+	if b.srv != nil {
+		b.srv.Shutdown()
+	}
+	_ = os.RemoveAll(b.dir)
+}
+
+// publish publishes the workload with emit's Publisher, generation
+// included, up to Close (every event acknowledged), and returns how many
+// events, in how long, and the stream's last sequence.
+func (b *benchServer) publish(ctx context.Context, cfg config, spec bench.Spec, profile string) (n int, elapsed time.Duration, last uint64, err error) {
+	stream, err := topology.EnsureAttempts(ctx, b.js, topology.Config{})
 	if err != nil {
-		return w, err
+		return 0, 0, 0, err
+	}
+	pub, err := emit.New(b.js)
+	if err != nil {
+		return 0, 0, 0, err
 	}
 	stopProfile := func() {}
-	if cfg.Profile != "" {
-		if stopProfile, err = startCPUProfile(filepath.Join(cfg.Profile, spec.Name+"-publish-cpu.pprof")); err != nil {
-			return w, err
+	if profile != "" {
+		if stopProfile, err = startCPUProfile(profile); err != nil {
+			return 0, 0, 0, err
 		}
 	}
 	start := time.Now()
-	n := 0
 	genErr := bench.Generate(spec, cfg.Seed, func(ev *events.Attempt) error {
 		n++
 		return pub.Publish(ctx, ev)
 	})
 	stats, closeErr := pub.Close(ctx)
-	elapsed := time.Since(start)
+	elapsed = time.Since(start)
 	stopProfile()
 	if genErr != nil {
-		return w, fmt.Errorf("publish: %w", genErr)
+		return 0, 0, 0, fmt.Errorf("publish: %w", genErr)
 	}
 	if closeErr != nil {
-		return w, fmt.Errorf("publish: %w", closeErr)
+		return 0, 0, 0, fmt.Errorf("publish: %w", closeErr)
 	}
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return w, err
+		return 0, 0, 0, err
 	}
 	if info.State.Msgs != uint64(n) {
-		return w, fmt.Errorf("stream holds %d events, %d published (emit stats %+v)", info.State.Msgs, n, stats)
+		return 0, 0, 0, fmt.Errorf("stream holds %d events, %d published (emit stats %+v)", info.State.Msgs, n, stats)
+	}
+	return n, elapsed, info.State.LastSeq, nil
+}
+
+func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResult, error) {
+	w := workloadResult{Spec: spec}
+	b, err := startBenchServer(false)
+	if err != nil {
+		return w, err
+	}
+	defer b.close()
+	profile := ""
+	if cfg.Profile != "" {
+		profile = filepath.Join(cfg.Profile, spec.Name+"-publish-cpu.pprof")
+	}
+	n, elapsed, last, err := b.publish(ctx, cfg, spec, profile)
+	if err != nil {
+		return w, err
 	}
 	w.Events, w.PublishSecs, w.PublishRate = n, elapsed.Seconds(), float64(n)/elapsed.Seconds()
-	last := info.State.LastSeq
+	url := b.srv.URL()
 
-	if w.Raw, err = runChildProcess(ctx, cfg, spec.Name, childRaw, srv.URL(), last); err != nil {
+	if w.Raw, err = runChildProcess(ctx, cfg, spec.Name, childRaw, url, last); err != nil {
 		return w, err
 	}
-	if w.Aggregator, err = runChildProcess(ctx, cfg, spec.Name, childAggregate, srv.URL(), last); err != nil {
+	if w.Aggregator, err = runChildProcess(ctx, cfg, spec.Name, childAggregate, url, last); err != nil {
 		return w, err
+	}
+	if cfg.Durable {
+		if w.Durable, err = runDurable(ctx, cfg, spec); err != nil {
+			return w, fmt.Errorf("durable: %w", err)
+		}
+		w.Durable.CatchUpVsOld = w.Durable.Aggregator.Rate / w.Aggregator.Rate
+		w.Durable.PublishVsOld = w.Durable.PublishRate / w.PublishRate
 	}
 	w.Ratio = w.Aggregator.Rate / w.Raw.Rate
-	if w.Verify, err = runVerifyCommand(ctx, cfg, srv.URL(), last); err != nil {
+	if w.Verify, err = runVerifyCommand(ctx, cfg, url, last); err != nil {
 		return w, err
 	}
-	if w.Rebuild, err = runChildProcess(ctx, cfg, spec.Name, childRebuild, srv.URL(), last); err != nil {
+	if w.Rebuild, err = runChildProcess(ctx, cfg, spec.Name, childRebuild, url, last); err != nil {
 		return w, err
 	}
 	w.VerifyRatio, w.RebuildRatio = w.Verify.Rate/w.Raw.Rate, w.Rebuild.Rate/w.Raw.Rate

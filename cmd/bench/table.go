@@ -57,6 +57,7 @@ func printTable(out io.Writer, res results) {
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
+	printDurable(out, res.Workloads)
 	for _, m := range res.Middleware {
 		note := ""
 		if !m.Target {
@@ -74,5 +75,29 @@ func printTable(out io.Writer, res results) {
 			verdict = "pass"
 		}
 		fmt.Fprintf(out, "%-4s  %s: %s\n", verdict, c.Target, c.Got)
+	}
+}
+
+// printDurable compares, per workload, the catch-up and publish rates on
+// the old default (fsync every 2 minutes) and on sync_interval always.
+func printDurable(out io.Writer, ws []workloadResult) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := false
+	for _, w := range ws {
+		d := w.Durable
+		if d == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(out, "durability: the same workload on a server with the old default (sync_interval 2m) and with sync_interval always")
+			fmt.Fprintln(tw, "workload\tcatch-up ev/s 2m\tcatch-up ev/s always\tratio\tpublish ev/s 2m\tpublish ev/s always\tratio\t")
+			header = true
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.2f\t\n", w.Spec.Name, w.Aggregator.Rate, d.Aggregator.Rate, d.CatchUpVsOld,
+			w.PublishRate, d.PublishRate, d.PublishVsOld)
+	}
+	tw.Flush()
+	if header {
+		fmt.Fprintln(out)
 	}
 }

@@ -15,6 +15,7 @@
 //	ledger_aggregator_rejected_total       counter, label reason: events this process rejected
 //	ledger_aggregator_batch_seconds        histogram: time to apply and commit a batch
 //	ledger_aggregator_lease_held           gauge: 1 while this process holds the lease
+//	ledger_aggregator_gap_events           gauge: events past the checkpoint the stream no longer holds (the aggregator stops; see projection.GapError)
 //
 // plus the Go runtime's and the process's collectors. Nothing here runs
 // per event: the counters of the aggregator are read when scraped, the lag

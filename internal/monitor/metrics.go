@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,8 +41,10 @@ type Metrics struct {
 	lag, checkpoint prometheus.Gauge
 	batch           prometheus.Histogram
 	rejected        *prometheus.CounterVec
-	byReason        map[string]prometheus.Counter
-	other           prometheus.Counter
+	// headGap is the gap the last poll saw at the stream's head.
+	headGap  atomic.Uint64
+	byReason map[string]prometheus.Counter
+	other    prometheus.Counter
 }
 
 // NewMetrics makes the collectors over src.
@@ -72,7 +75,12 @@ func NewMetrics(src Source) *Metrics {
 		}
 		return 0
 	})
-	m.Registry.MustRegister(m.lag, m.checkpoint, m.batch, m.rejected, applied, held,
+	gap := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ledger_aggregator_gap_events",
+		Help: "Events the ledger has not applied that LEDGER_ATTEMPTS no longer holds (retention or a purge removed them); " +
+			"above 0 the aggregator stops until the stream is restored or `aggregator rebuild --accept-loss` runs."}, func() float64 {
+		return float64(max(m.headGap.Load(), src.Stats().GapEvents))
+	})
+	m.Registry.MustRegister(m.lag, m.checkpoint, m.batch, m.rejected, applied, held, gap,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -89,8 +97,15 @@ func (m *Metrics) Rejected(reason string) {
 	m.other.Inc()
 }
 
-// setPosition records the stream's last sequence and the checkpoint.
-func (m *Metrics) setPosition(last, checkpoint uint64) {
+// setPosition records the stream's first and last sequences and the
+// checkpoint: the lag, and the gap when the stream's first event is past
+// the checkpoint + 1.
+func (m *Metrics) setPosition(first, last, checkpoint uint64) {
 	m.checkpoint.Set(float64(checkpoint))
 	m.lag.Set(float64(last - min(checkpoint, last)))
+	var gap uint64
+	if first > checkpoint+1 {
+		gap = first - 1 - checkpoint
+	}
+	m.headGap.Store(gap)
 }

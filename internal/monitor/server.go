@@ -130,7 +130,7 @@ func (s *Server) pollOnce(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	s.Metrics.setPosition(info.State.LastSeq, max(cp, s.Src.Applied()))
+	s.Metrics.setPosition(info.State.FirstSeq, info.State.LastSeq, max(cp, s.Src.Applied()))
 	s.lastPoll.Store(time.Now().UnixNano())
 }
 

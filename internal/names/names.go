@@ -19,7 +19,7 @@ const (
 	RequestsBucket = "ledger_requests"
 	SessionsBucket = "ledger_sessions"
 	// StateBucket holds the aggregator's own state: CheckpointKey,
-	// LeaseKey, YieldKey and RebuildKey.
+	// LeaseKey, YieldKey, RebuildKey and LossKey.
 	StateBucket = "ledger_state"
 )
 
@@ -43,6 +43,10 @@ const (
 	LeaseKey   = "lease"
 	YieldKey   = "yield"
 	RebuildKey = "rebuild"
+	// LossKey: the ranges of stream sequences a rebuild run with
+	// --accept-loss found gone from LEDGER_ATTEMPTS and rebuilt the
+	// ledger without (JSON {"ranges":[{"from","to","recorded_at","by"}]}).
+	LossKey = "loss"
 	// FenceKey (in each record bucket): the delete marker a lease term
 	// begins with; no request or session ID can be it (IDs have no '.').
 	FenceKey = "ledger.fence"

@@ -102,6 +102,11 @@ type Config struct {
 	// blocking in it freezes the caller there, as a stopped process would.
 	// It is a test seam and may be called from several goroutines.
 	Faults func(p FaultPoint) error
+	// AcceptGap, when set, is called with every gap in the stream (events
+	// From through To missing past the checkpoint, see GapError) instead
+	// of stopping: nil from it goes on without them. Only a rebuild run
+	// with --accept-loss sets it, to record the loss in the live ledger.
+	AcceptGap func(from, to uint64) error
 }
 
 // DefaultBatchSize is Config.BatchSize's default, the batch size the
@@ -196,6 +201,7 @@ type Aggregator struct {
 	leading atomic.Bool
 	stats   struct {
 		events, rejected, batches atomic.Uint64
+		gap                       atomic.Uint64
 	}
 }
 
@@ -260,11 +266,15 @@ func (a *Aggregator) Leading() bool { return a.leading.Load() }
 // Stats are counters since New.
 type Stats struct {
 	Events, Rejected, Batches uint64
+	// GapEvents is how many events were missing in the last gap this
+	// process found in the stream (GapError); 0 if none.
+	GapEvents uint64
 }
 
 // Stats returns the counters.
 func (a *Aggregator) Stats() Stats {
-	return Stats{Events: a.stats.events.Load(), Rejected: a.stats.rejected.Load(), Batches: a.stats.batches.Load()}
+	return Stats{Events: a.stats.events.Load(), Rejected: a.stats.rejected.Load(), Batches: a.stats.batches.Load(),
+		GapEvents: a.stats.gap.Load()}
 }
 
 // Run ensures the stream and buckets exist, waits for the lease, and
@@ -291,7 +301,7 @@ func (a *Aggregator) Run(ctx context.Context) error {
 			return nil
 		case errors.As(err, &crash):
 			return err
-		case errors.Is(err, ErrInvariant), errors.Is(err, ErrRulesTooOld):
+		case errors.Is(err, ErrInvariant), errors.Is(err, ErrRulesTooOld), errors.Is(err, ErrGap):
 			return err
 		case errors.Is(err, ErrYield):
 			a.log.Info("aggregator: standing by while a rebuild switches the ledger over")
@@ -388,7 +398,7 @@ func (a *Aggregator) lead(ctx context.Context, res *resources) error {
 	if !errors.As(err, &crash) {
 		cancel(nil)
 		wg.Wait()
-		if ctx.Err() != nil || errors.Is(context.Cause(runCtx), ErrYield) || errors.Is(err, ErrRulesTooOld) {
+		if ctx.Err() != nil || errors.Is(context.Cause(runCtx), ErrYield) || errors.Is(err, ErrRulesTooOld) || errors.Is(err, ErrGap) {
 			relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			l.release(relCtx)
 			relCancel()
@@ -415,6 +425,11 @@ func (a *Aggregator) lead(ctx context.Context, res *resources) error {
 func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources, t *term) error {
 	b, err := a.newBatcher(runCtx, res, t)
 	if err != nil {
+		return err
+	}
+	// No silent gap: the stream must still hold the event after the
+	// checkpoint (split checks every later one).
+	if err := a.checkHead(runCtx, res, b.prepared); err != nil {
 		return err
 	}
 	ahead, stopConsuming, err := a.consume(runCtx, res, t.cp.Seq)

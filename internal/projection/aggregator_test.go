@@ -290,7 +290,7 @@ func TestTwoInstances(t *testing.T) {
 	require.NoError(t, leader.stop(t))
 	e.publish(ws[half:]...)
 	e.waitCheckpoint(e.lastSeq())
-	require.Eventually(t, standby.agg.Leading, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, standby.agg.Leading, 30*time.Second, 5*time.Millisecond)
 	e.requireLedger(buildModel(wireStored(ws)))
 }
 

@@ -166,16 +166,26 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 
 // split sorts a batch's new messages (those past the last prepared one)
 // into accepted events and rejections, and returns the last sequence of
-// the batch (0: nothing new).
+// the batch (0: nothing new). The stream holds only attempts and denies
+// deletes, so its sequences are consecutive: a new message that is not
+// the one after the last is a gap (events removed by retention before
+// they were applied), never skipped in silence.
 func (b *batcher) split(msgs []fetched) (items []accepted, rejects []rejection, q uint64, err error) {
+	next := b.prepared + 1
 	for i := range msgs {
 		m := &msgs[i]
 		if m.metaErr != nil {
 			return nil, nil, 0, fmt.Errorf("projection: message without JetStream metadata: %w", m.metaErr)
 		}
-		if m.seq <= b.prepared {
+		if m.seq < next {
 			continue // delivered again; already applied
 		}
+		if m.seq > next {
+			if err := b.agg.gap(next, m.seq-1, next-1); err != nil {
+				return nil, nil, 0, err
+			}
+		}
+		next = m.seq + 1
 		q = m.seq
 		if m.err != nil {
 			rejects = append(rejects, rejectionOf(m))

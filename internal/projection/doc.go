@@ -126,6 +126,25 @@
 // fences are. TestPausedHolderCannotCountTwice freezes a holder at every
 // point of a batch, lets another take over and commit, and resumes it.
 //
+// # No silent gap
+//
+// The argument above assumes the writer is given every event after its
+// checkpoint. LEDGER_ATTEMPTS holds only attempt subjects and denies
+// deletes, so its sequences are consecutive, and the only way an event
+// past the checkpoint can be missing is retention (MaxAge, MaxMsgs,
+// MaxBytes) or a purge of its start while the aggregator was down or
+// behind. A term therefore checks, before it consumes, that the stream's
+// first sequence is at most checkpoint + 1, and every batch checks that
+// its first new event is the one after the last prepared and that the
+// rest follow without a hole (split). A gap stops the aggregator with a
+// *GapError (ErrGap), which names the missing range and how to recover,
+// and nothing past the checkpoint is written: an ordered consumer asked
+// to start at a sequence the stream no longer holds starts at the first
+// one it has, and without the check the usage of the missing events
+// would vanish without a word. Only a rebuild run with AcceptLoss goes
+// on past a gap (Config.AcceptGap); it records each range it accepts in
+// ledger_state key "loss" (ReadLoss) before it switches the ledger over.
+//
 // # Rules
 //
 // The lease, the checkpoint, a switch and every record carry the
@@ -169,7 +188,9 @@
 // ErrSwitchIncomplete rather than copy it, and never empties the ledger;
 // a new rebuild replaces the switch. Afterwards the live aggregator
 // resumes from the scratch checkpoint and applies what was published
-// meanwhile. A stream that no longer holds its first events is refused.
+// meanwhile. A stream that no longer holds its first events is refused,
+// unless the rebuild accepts the loss (RebuildConfig.AcceptLoss; see No
+// silent gap).
 //
 // # Batching
 //

@@ -38,6 +38,11 @@ type RebuildConfig struct {
 	// switch (SwitchPoints), before every renewal of the rebuild's leases,
 	// and by the scratch projection.
 	Faults func(FaultPoint) error
+	// AcceptLoss rebuilds from the events the stream still holds when
+	// some are gone (ErrStreamIncomplete, a GapError): every missing range
+	// is recorded in ledger_state key names.LossKey (ReadLoss) before the
+	// ledger is switched to a projection without them.
+	AcceptLoss bool
 }
 
 // ErrRebuildRunning means another rebuild is running: there is one at a
@@ -96,10 +101,15 @@ func Rebuild(ctx context.Context, cfg RebuildConfig) error {
 	if err != nil {
 		return err
 	}
-	if err := checkWholeStream(ctx, live.stream); err != nil {
+	if err := checkWholeStream(ctx, live.stream); err != nil && !(cfg.AcceptLoss && errors.Is(err, ErrStreamIncomplete)) {
 		return err
 	}
 	r := &rebuild{cfg: cfg, live: live, id: "rebuild-" + ulid.Make().String()}
+	if cfg.AcceptLoss {
+		r.acceptGap = func(from, to uint64) error {
+			return recordLoss(ctx, live.state, LossRange{From: from, To: to, RecordedAt: cfg.Now().UTC(), By: r.id})
+		}
+	}
 	// Losing the claim (paused past its TTL, another rebuild took it)
 	// stops this one.
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -121,6 +131,9 @@ type rebuild struct {
 	cfg  RebuildConfig
 	live *resources
 	id   string // the instance ID of its leases
+	// acceptGap records a gap of the stream as lost (AcceptLoss); nil
+	// stops the rebuild at a gap.
+	acceptGap func(from, to uint64) error
 }
 
 // checkWholeStream refuses a stream that no longer starts at sequence 1.
@@ -130,7 +143,7 @@ func checkWholeStream(ctx context.Context, stream jetstream.Stream) error {
 		return fmt.Errorf("projection: reading %s: %w", names.AttemptsStream, err)
 	}
 	if first := info.State.FirstSeq; first > 1 {
-		return fmt.Errorf("%w: %s starts at sequence %d, so events 1 to %d cannot be replayed (the stream's MaxAge or a purge removed them); a rebuild would drop their usage",
+		return fmt.Errorf("%w: %s starts at sequence %d, so events 1 to %d cannot be replayed (the stream's MaxAge or a purge removed them); a rebuild would drop their usage: restore the stream, or run the rebuild with --accept-loss to rebuild from what is left and record the loss",
 			ErrStreamIncomplete, names.AttemptsStream, first, first-1)
 	}
 	return nil
@@ -190,7 +203,7 @@ func (r *rebuild) run(ctx context.Context) error {
 	}
 	scratch, err := New(Config{JS: r.cfg.JS, Topology: r.cfg.Topology, Names: ScratchNames(), Apply: r.cfg.Apply,
 		BatchSize: r.cfg.BatchSize, InstanceID: r.id, LeaseTTL: r.cfg.LeaseTTL, Logger: r.cfg.Logger, Rules: r.cfg.Rules,
-		Now: r.cfg.Now, Faults: r.cfg.Faults})
+		Now: r.cfg.Now, Faults: r.cfg.Faults, AcceptGap: r.acceptGap})
 	if err != nil {
 		return err
 	}

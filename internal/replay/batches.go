@@ -90,6 +90,12 @@ func (v *verifier) nextBatch(ctx context.Context, in <-chan scanned, pos uint64)
 		if m.seq <= pos {
 			continue // delivered again after the consumer reset
 		}
+		if m.seq > pos+1 {
+			// The stream's sequences are consecutive: events were removed
+			// (retention) while verify read, or a reply was lost.
+			return nil, fmt.Errorf("%w: events %d to %d of %s were not delivered to verify (removed while it read them?); could not compare",
+				ErrIncomplete, pos+1, m.seq-1, names.AttemptsStream)
+		}
 		b.msgs = append(b.msgs, m)
 		b.end, pos = m.seq, m.seq
 	}
@@ -125,7 +131,7 @@ func (v *verifier) replay(ctx context.Context, stream jetstream.Stream) error {
 			}
 		}
 	}()
-	var pos uint64
+	pos := v.first - 1
 	for {
 		next = nil
 		if pos < v.target {

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -59,12 +60,11 @@ func multiLast(ctx context.Context, nc *nats.Conn, stream string, subjects []str
 	}
 	inbox := nc.NewRespInbox()
 	chunks := (len(subjects) + maxSubjects - 1) / maxSubjects
-	ch := make(chan *nats.Msg, len(subjects)+chunks) // room for every answer: a full channel drops one
-	sub, err := nc.ChanSubscribe(inbox+".*", ch)
+	ch, err := subscribeDirect(nc, inbox+".*")
 	if err != nil {
 		return nil, fmt.Errorf("replay: reading %s: %w", stream, err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	defer func() { _ = ch.Unsubscribe() }()
 	api := "$JS.API.DIRECT.GET." + stream
 	send := func(c int, from uint64) error {
 		part := subjects[c*maxSubjects : min(len(subjects), (c+1)*maxSubjects)]
@@ -118,12 +118,11 @@ func multiLast(ctx context.Context, nc *nats.Conn, stream string, subjects []str
 func nextBySubject(ctx context.Context, nc *nats.Conn, stream, subject string, from, upTo uint64, fn func(rawMsg) bool) error {
 	const batch = 64
 	inbox := nc.NewRespInbox()
-	ch := make(chan *nats.Msg, batch+1)
-	sub, err := nc.ChanSubscribe(inbox, ch)
+	ch, err := subscribeDirect(nc, inbox)
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", stream, err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	defer func() { _ = ch.Unsubscribe() }()
 	api := "$JS.API.DIRECT.GET." + stream
 	for from <= upTo {
 		req, _ := json.Marshal(directReq{NextFor: subject, Seq: from, Batch: batch})
@@ -141,7 +140,7 @@ func nextBySubject(ctx context.Context, nc *nats.Conn, stream, subject string, f
 
 // nextBatch reads one batch answer of nextBySubject and returns where the
 // next batch starts and whether one is needed.
-func nextBatch(ctx context.Context, ch chan *nats.Msg, stream, subject string, upTo uint64, fn func(rawMsg) bool) (uint64, bool, error) {
+func nextBatch(ctx context.Context, ch *nats.Subscription, stream, subject string, upTo uint64, fn func(rawMsg) bool) (uint64, bool, error) {
 	var next uint64
 	for {
 		m, err := receive(ctx, ch, stream)
@@ -172,7 +171,7 @@ func nextBatch(ctx context.Context, ch chan *nats.Msg, stream, subject string, u
 
 // drain waits for the end of a batch answer that is no longer needed, so
 // that its messages are not left to a later request on the same inbox.
-func drain(ctx context.Context, ch chan *nats.Msg, stream string) error {
+func drain(ctx context.Context, ch *nats.Subscription, stream string) error {
 	for {
 		m, err := receive(ctx, ch, stream)
 		if err != nil {
@@ -184,17 +183,41 @@ func drain(ctx context.Context, ch chan *nats.Msg, stream string) error {
 	}
 }
 
-func receive(ctx context.Context, ch chan *nats.Msg, stream string) (*nats.Msg, error) {
-	t := time.NewTimer(directTimeout)
-	defer t.Stop()
-	select {
-	case m := <-ch:
+// subscribeDirect subscribes to the answers of direct gets. The answers
+// queue in the subscription without a limit: what is asked bounds them
+// (a multi_last request is answered with at most one message per subject
+// asked, a next_by_subj one with its batch), so none is ever dropped for
+// want of room, as a full channel or a pending limit would. It is a
+// variable for the tests that force a slow consumer.
+var subscribeDirect = func(nc *nats.Conn, subject string) (*nats.Subscription, error) {
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		return nil, err
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
+	return sub, nil
+}
+
+// receive returns the next answer on sub. A subscription that dropped an
+// answer (a slow consumer) is an error: the answer is never asked again.
+func receive(ctx context.Context, sub *nats.Subscription, stream string) (*nats.Msg, error) {
+	rctx, cancel := context.WithTimeout(ctx, directTimeout)
+	defer cancel()
+	m, err := sub.NextMsgWithContext(rctx)
+	switch {
+	case err == nil:
 		return m, nil
-	case <-ctx.Done():
+	case errors.Is(err, nats.ErrSlowConsumer):
+		return nil, fmt.Errorf("%w: reading %s", ErrSlowConsumer, stream)
+	case ctx.Err() != nil:
 		return nil, fmt.Errorf("replay: reading %s: %w", stream, ctx.Err())
-	case <-t.C:
+	case rctx.Err() != nil:
 		return nil, fmt.Errorf("replay: reading %s: no answer from the server in %s", stream, directTimeout)
 	}
+	return nil, fmt.Errorf("replay: reading %s: %w", stream, err)
 }
 
 func parseRaw(m *nats.Msg, stream string) (rawMsg, error) {

@@ -102,6 +102,23 @@
 // the next verify that needs scratch space deletes those of dead ones
 // (no heartbeat for two minutes).
 //
+// # Nothing dropped, nothing skipped
+//
+// Verify says "identical" only if it saw everything it compared. Its
+// batched direct gets queue their answers in a subscription without a
+// pending limit: what it asks bounds them (one message per subject of a
+// multi_last request, a batch of a next_by_subj one), so no answer is
+// dropped for want of room; a subscription that does drop one makes the
+// read fail at once (the answer is never asked again). The connection's
+// slow-consumer reports are watched for the whole run (its error
+// callback and its last error): one during a verify makes it fail with
+// ErrSlowConsumer (exit 2, could not compare), whatever it compared. The
+// replay checks that the stream's sequences follow each other: a hole
+// (events removed while it read) is ErrIncomplete. A stream whose first
+// events are gone is refused, unless the ledger records their loss
+// (projection.ReadLoss, after `aggregator rebuild --accept-loss`): then
+// the replay starts at the stream's first sequence.
+//
 // # Why not the alternatives
 //
 // Projecting into scratch buckets with the aggregator's machinery and

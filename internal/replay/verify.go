@@ -124,6 +124,7 @@ type verifier struct {
 	lim    limits
 	apply  projection.ApplyFunc
 	p      uint64 // the live checkpoint read at the start
+	first  uint64 // the stream's first sequence the replay starts at (1 unless a loss was accepted)
 	target uint64 // the replay goes this far: p, or the newest late session
 	c      *diffs
 	rej    *rejections
@@ -168,22 +169,30 @@ func Verify(ctx context.Context, js jetstream.JetStream, o Options) (*Drift, err
 		return nil, fmt.Errorf("%w: the live checkpoint is %d but %s ends at %d",
 			projection.ErrInvariant, p, names.AttemptsStream, info.State.LastSeq)
 	}
-	if p > 0 && info.State.FirstSeq > 1 {
-		return nil, fmt.Errorf("%w: %s starts at sequence %d, so events 1 to %d cannot be replayed",
-			ErrIncomplete, names.AttemptsStream, info.State.FirstSeq, info.State.FirstSeq-1)
+	first, err := replayFrom(ctx, js, p, info)
+	if err != nil {
+		return nil, err
 	}
 	if err := allowDirect(ctx, js, info); err != nil {
 		return nil, err
 	}
 	d := &Drift{Checkpoint: p}
-	v := &verifier{js: js, nc: js.Conn(), o: o, lim: o.limits(), apply: o.Apply, p: p,
+	slow := watchSlowConsumer(js.Conn())
+	defer slow.stop()
+	v := &verifier{js: js, nc: js.Conn(), o: o, lim: o.limits(), apply: o.Apply, p: p, first: first,
 		c: &diffs{d: d, limit: o.MaxDiffs}, scratch: newScratch(js)}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		_ = v.scratch.close(cctx)
 		cancel()
 	}()
-	if err := v.run(ctx, stream); err != nil {
+	err = v.run(ctx, stream)
+	if serr := slow.err(); serr != nil {
+		// Whatever run made of it, a reply was dropped on the way: the
+		// comparison cannot be trusted, in either direction.
+		return nil, serr
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := checkNoSwitch(ctx, js); err != nil {
@@ -234,6 +243,26 @@ func (v *verifier) run(ctx context.Context, stream jetstream.Stream) error {
 		return err
 	}
 	return v.liveOnlyRequests(ctx)
+}
+
+// replayFrom returns the sequence the replay starts at: 1, or the
+// stream's first one when the ledger was rebuilt without the events
+// before it (projection.ReadLoss covers them all). A stream that lost
+// events the ledger holds cannot reproduce it.
+func replayFrom(ctx context.Context, js jetstream.JetStream, p uint64, info *jetstream.StreamInfo) (uint64, error) {
+	first := info.State.FirstSeq
+	if p == 0 || first <= 1 {
+		return 1, nil
+	}
+	loss, err := projection.ReadLoss(ctx, js)
+	if err != nil {
+		return 0, err
+	}
+	if projection.LossCovers(loss, first-1) {
+		return first, nil
+	}
+	return 0, fmt.Errorf("%w: %s starts at sequence %d, so events 1 to %d cannot be replayed (and no `aggregator rebuild --accept-loss` recorded their loss)",
+		ErrIncomplete, names.AttemptsStream, first, first-1)
 }
 
 // checkNoSwitch fails with ErrSwitching while a rebuild's switch record

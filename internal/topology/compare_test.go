@@ -15,6 +15,13 @@ import (
 
 func TestCompare(t *testing.T) {
 	attempts := jetstream.StreamConfig{Name: names.AttemptsStream, Replicas: 1, Duplicates: 2 * time.Minute}
+	bucket := jetstream.StreamConfig{Name: "KV_ledger_requests", Replicas: 1, Duplicates: 2 * time.Minute,
+		MaxMsgsPerSubject: 1, Storage: jetstream.FileStorage, MaxMsgSize: -1}
+	withBucket := func(f func(*jetstream.StreamConfig)) jetstream.StreamConfig {
+		c := bucket
+		f(&c)
+		return c
+	}
 	tests := []struct {
 		name string
 		want Config
@@ -34,11 +41,32 @@ func TestCompare(t *testing.T) {
 		}},
 		{"max age is the attempt stream's only", Config{MaxAge: time.Hour},
 			jetstream.StreamConfig{Name: names.RejectedStream, Replicas: 1, Duplicates: 2 * time.Minute}, nil},
-		{"a bucket compares replicas only", Config{Replicas: 3, DuplicateWindow: time.Hour},
-			jetstream.StreamConfig{Name: "KV_ledger_requests", Replicas: 1, Duplicates: 2 * time.Minute}, []Difference{{
+		{"a bucket compares replicas and the ledger's rules", Config{Replicas: 3, DuplicateWindow: time.Hour},
+			bucket, []Difference{{
 				Resource: "ledger_requests", Setting: "replicas", Want: "3", Have: "1",
 				Fix: "nats stream edit KV_ledger_requests --replicas 3",
 			}}},
+		{"a bucket as EnsureBucket makes it", Config{}, bucket, nil},
+		{"a bucket with a TTL breaks the rules", Config{}, withBucket(func(c *jetstream.StreamConfig) { c.MaxAge = time.Hour }), []Difference{{
+			Resource: "ledger_requests", Setting: "TTL", Want: "none", Have: "1h0m0s", Breaks: true,
+			Fix: "nats stream edit KV_ledger_requests --max-age 0",
+			Why: "records would expire, and the next event of an expired request would count it again",
+		}}},
+		{"a bucket keeping history breaks the rules", Config{}, withBucket(func(c *jetstream.StreamConfig) { c.MaxMsgsPerSubject = 5 }), []Difference{{
+			Resource: "ledger_requests", Setting: "history", Want: "1", Have: "5", Breaks: true,
+			Fix: "nats stream edit KV_ledger_requests --max-msgs-per-subject 1",
+			Why: "readers take every message of the bucket for a key's current value",
+		}}},
+		{"memory storage and a small max value size warn", Config{}, withBucket(func(c *jetstream.StreamConfig) {
+			c.Storage, c.MaxMsgSize = jetstream.MemoryStorage, 1024
+		}), []Difference{
+			{Resource: "ledger_requests", Setting: "storage", Want: "file", Have: "Memory",
+				Fix: "recreate it: `nats kv del ledger_requests`, then start the aggregator and run `aggregator rebuild`",
+				Why: "a memory bucket loses its records when the server restarts"},
+			{Resource: "ledger_requests", Setting: "max value size", Want: "unlimited", Have: "1024",
+				Fix: "nats stream edit KV_ledger_requests --max-msg-size -1",
+				Why: "below 659456 bytes, the largest record the ledger writes: the aggregator stalls on such a record"},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,4 +98,41 @@ func TestCheckExistingResources(t *testing.T) {
 	diffs, err = Check(ctx, js, Config{})
 	require.NoError(t, err)
 	assert.Empty(t, diffs)
+}
+
+// Issue 15, case 6: a ledger_requests created with a TTL (nats kv add
+// --ttl) used to be kept as it was, and expired records were counted
+// again. EnsureBucket refuses a bucket whose TTL or history breaks the
+// ledger's rules, with the command that fixes it; once fixed, it is
+// accepted.
+func TestEnsureBucketRefusesBrokenSettings(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		cfg  jetstream.KeyValueConfig
+		fix  string
+	}{
+		{"TTL", jetstream.KeyValueConfig{Bucket: names.RequestsBucket, TTL: time.Hour}, "nats stream edit KV_ledger_requests --max-age 0"},
+		{"history", jetstream.KeyValueConfig{Bucket: names.SessionsBucket, History: 5}, "nats stream edit KV_ledger_sessions --max-msgs-per-subject 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, js := natstest.StartJS(t)
+			_, err := js.CreateKeyValue(ctx, tc.cfg)
+			require.NoError(t, err)
+			_, err = EnsureBucket(ctx, js, Config{}, tc.cfg.Bucket, "records")
+			require.ErrorIs(t, err, ErrBucketSettings)
+			require.Contains(t, err.Error(), tc.fix)
+			require.Contains(t, err.Error(), "refusing to start")
+
+			// The fix the error names, done through the API.
+			s, err := js.Stream(ctx, "KV_"+tc.cfg.Bucket)
+			require.NoError(t, err)
+			cfg := s.CachedInfo().Config
+			cfg.MaxAge, cfg.MaxMsgsPerSubject = 0, 1
+			_, err = js.UpdateStream(ctx, cfg)
+			require.NoError(t, err)
+			_, err = EnsureBucket(ctx, js, Config{}, tc.cfg.Bucket, "records")
+			require.NoError(t, err)
+		})
+	}
 }

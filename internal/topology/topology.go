@@ -141,7 +141,10 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 }
 
 // EnsureBucket creates the KV bucket when it is missing and returns it.
-// Projection buckets keep one revision per key on file storage.
+// Projection buckets keep one revision per key on file storage, without
+// a TTL. An existing bucket whose TTL or history breaks the ledger's
+// rules (Compare) is refused with a *SettingsError that says how to fix
+// it; its other differences are for Check to warn about.
 func EnsureBucket(ctx context.Context, js jetstream.JetStream, c Config, bucket, description string) (jetstream.KeyValue, error) {
 	c, err := c.withDefaults()
 	if err != nil {
@@ -149,6 +152,13 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, c Config, bucket,
 	}
 	kv, err := js.KeyValue(ctx, bucket)
 	if err == nil {
+		s, err := js.Stream(ctx, "KV_"+bucket)
+		if err != nil {
+			return nil, fmt.Errorf("topology: looking up bucket %s: %w", bucket, err)
+		}
+		if err := Breaking(compareBucket(bucket, s.CachedInfo().Config)); err != nil {
+			return nil, err
+		}
 		return kv, nil
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {

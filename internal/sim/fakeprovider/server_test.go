@@ -484,12 +484,12 @@ func TestCloseReleasesStalledRequests(t *testing.T) {
 		_, err := c.Messages.New(context.Background(), anthropicParams(), anthropicOpts("stuck", 0)...)
 		done <- err
 	}()
-	require.Eventually(t, func() bool { return s.Truth().Total.Attempts == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Truth().Total.Attempts == 1 }, 30*time.Second, time.Millisecond)
 	s.Close()
 	select {
 	case err := <-done:
 		require.Error(t, err)
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Close did not release the stalled request")
 	}
 	s.Close() // idempotent
