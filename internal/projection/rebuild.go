@@ -55,9 +55,10 @@ var ErrStreamIncomplete = errors.New("projection: the stream no longer holds eve
 //
 //  1. It claims the rebuild (names.RebuildKey): a second rebuild is refused
 //     while this one lives.
-//  2. It projects the stream into scratch buckets (ScratchNames) with the
-//     same exactly-once machinery as the live aggregator, until it has
-//     caught up with the stream.
+//  2. It deletes the scratch sets of earlier rebuilds that no recorded
+//     switch needs, and projects the stream into its own scratch set
+//     (ScratchNames of its ID) with the same exactly-once machinery as the
+//     live aggregator, until it has caught up with the stream.
 //  3. It asks the live lease holder to step aside (names.YieldKey), takes the
 //     lease and begins a term (raising its fences), lets the scratch
 //     projection catch up once more, and records the switch in the live
@@ -65,7 +66,8 @@ var ErrStreamIncomplete = errors.New("projection: the stream no longer holds eve
 //  4. It copies every scratch record over the live one (each write replaces
 //     a whole record), deletes live records the new code does not have,
 //     replaces the rejections, sets the live checkpoint to the scratch one
-//     and releases the lease: the live aggregator resumes from there.
+//     and releases the lease: the live aggregator resumes from there. Its
+//     scratch set is deleted then.
 //
 // Every write of steps 3 and 4 is conditional on the term's fences, so a
 // rebuild paused past the lease TTL cannot write once another holder has
@@ -99,7 +101,8 @@ func Rebuild(ctx context.Context, cfg RebuildConfig) error {
 	if err := checkWholeStream(ctx, live.stream); err != nil {
 		return err
 	}
-	r := &rebuild{cfg: cfg, live: live, id: "rebuild-" + ulid.Make().String()}
+	sid := ulid.Make().String()
+	r := &rebuild{cfg: cfg, live: live, id: rebuildHolderPrefix + sid, scratchID: sid, scratch: ScratchNames(sid)}
 	// Losing the claim (paused past its TTL, another rebuild took it)
 	// stops this one.
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -109,7 +112,22 @@ func Rebuild(ctx context.Context, cfg RebuildConfig) error {
 		return err
 	}
 	defer release()
-	err = r.run(ctx)
+	err = seam(cfg.Faults).hit(FaultRebuildClaimed)
+	if err == nil {
+		err = r.dropScratch(ctx)
+	}
+	if err == nil {
+		err = r.run(ctx)
+	}
+	var crash crashError
+	if !errors.As(err, &crash) {
+		// Its own scratch set, unless a recorded switch still needs it.
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if derr := r.dropScratch(dctx); derr != nil && err == nil {
+			err = derr
+		}
+		dcancel()
+	}
 	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = fmt.Errorf("%w (%v)", cause, err)
 	}
@@ -118,9 +136,11 @@ func Rebuild(ctx context.Context, cfg RebuildConfig) error {
 
 // rebuild is one run of Rebuild.
 type rebuild struct {
-	cfg  RebuildConfig
-	live *resources
-	id   string // the instance ID of its leases
+	cfg       RebuildConfig
+	live      *resources
+	id        string // the instance ID of its leases: rebuildHolderPrefix + scratchID
+	scratchID string
+	scratch   Names // its own scratch set
 }
 
 // checkWholeStream refuses a stream that no longer starts at sequence 1.
@@ -143,8 +163,8 @@ func (r *rebuild) claim(ctx context.Context, lost context.CancelCauseFunc) (rele
 		fault: r.cfg.Faults, lenient: true}
 	if err := c.claim(ctx, r.cfg.LeaseTTL/10); err != nil {
 		if errors.Is(err, errHeld) {
-			return nil, fmt.Errorf("%w (%v); wait for it to finish, or, if it died, its claim lapses %s after its last renewal",
-				ErrRebuildRunning, err, r.cfg.LeaseTTL)
+			return nil, fmt.Errorf("%w (%v); wait for it to finish, or, if it died, its claim lapses once it has not been renewed for its TTL",
+				ErrRebuildRunning, err)
 		}
 		return nil, err
 	}
@@ -180,15 +200,15 @@ func (r *rebuild) run(ctx context.Context) error {
 		}
 		r.cfg.Logger.Warn("rebuild: the interrupted switch cannot be completed; rebuilding from the stream", "err", err)
 	}
-	if err := purgeScratch(ctx, r.cfg.JS, ScratchNames()); err != nil {
-		return err
-	}
 	// Created here, not by the scratch projection, which may be stopped
-	// before it has started (an empty stream).
-	if _, err := openResources(ctx, r.cfg.JS, r.cfg.Topology, ScratchNames()); err != nil {
+	// before it has started (an empty stream). Nobody else writes it.
+	if _, err := openResources(ctx, r.cfg.JS, r.cfg.Topology, r.scratch); err != nil {
 		return err
 	}
-	scratch, err := New(Config{JS: r.cfg.JS, Topology: r.cfg.Topology, Names: ScratchNames(), Apply: r.cfg.Apply,
+	if err := seam(r.cfg.Faults).hit(FaultScratchReady); err != nil {
+		return err
+	}
+	scratch, err := New(Config{JS: r.cfg.JS, Topology: r.cfg.Topology, Names: r.scratch, Apply: r.cfg.Apply,
 		BatchSize: r.cfg.BatchSize, InstanceID: r.id, LeaseTTL: r.cfg.LeaseTTL, Logger: r.cfg.Logger, Rules: r.cfg.Rules,
 		Now: r.cfg.Now, Faults: r.cfg.Faults})
 	if err != nil {
@@ -289,7 +309,7 @@ func (r *rebuild) holdAndSwitch(ctx context.Context, finish func() (uint64, erro
 		return err
 	}
 	stop(true)
-	return purgeScratch(context.WithoutCancel(ctx), r.cfg.JS, ScratchNames())
+	return nil
 }
 
 // askToYield asks the live lease holder to step aside and keeps asking

@@ -183,7 +183,9 @@ func TestIncompleteSwitchStopsAggregator(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, switching)
 	// Someone deletes a scratch bucket.
-	require.NoError(t, e.js.DeleteKeyValue(context.Background(), ScratchNames().Requests))
+	cp, err := readLiveCheckpoint(context.Background(), e.js)
+	require.NoError(t, err)
+	require.NoError(t, e.js.DeleteKeyValue(context.Background(), cp.Switch.Scratch.Requests))
 
 	live := e.start(Config{InstanceID: "live"})
 	err = live.waitStopped(t)

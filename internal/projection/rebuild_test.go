@@ -61,14 +61,10 @@ func TestRebuildWhileLiveAndPublishing(t *testing.T) {
 	require.Eventually(t, live.agg.Leading, 5*time.Second, 5*time.Millisecond, "the live aggregator resumes")
 	e.requireLedger(buildModel(wireStored(ws)))
 
-	// The scratch copy is emptied.
-	for _, name := range []string{"KV_" + ScratchNames().Requests, "KV_" + ScratchNames().Sessions, ScratchNames().Rejected} {
-		s, err := e.js.Stream(ctx, name)
-		require.NoError(t, err)
-		info, err := s.Info(ctx)
-		require.NoError(t, err)
-		require.Zero(t, info.State.Msgs, name)
-	}
+	// The scratch set is deleted.
+	sets, err := scratchSets(ctx, e.js)
+	require.NoError(t, err)
+	require.Empty(t, sets)
 }
 
 // A rebuild interrupted at any point — while projecting, while catching up
