@@ -318,7 +318,8 @@ func (r *rebuild) holdAndSwitch(ctx context.Context, finish func() (uint64, erro
 func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 	state := r.live.state
 	yval := mustJSON(leaseValue{Holder: r.id, TTL: r.cfg.LeaseTTL, Rules: r.cfg.Rules})
-	if _, err := state.Put(ctx, names.YieldKey, yval); err != nil {
+	rev, err := state.Put(ctx, names.YieldKey, yval)
+	if err != nil {
 		return nil, fmt.Errorf("projection: asking the live aggregator to yield: %w", err)
 	}
 	yctx, cancel := context.WithCancel(ctx)
@@ -335,7 +336,9 @@ func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 				if seam(r.cfg.Faults).hit(FaultRenew) != nil {
 					return
 				}
-				_, _ = state.Put(yctx, names.YieldKey, yval)
+				if got, err := state.Put(yctx, names.YieldKey, yval); err == nil {
+					rev = got // read once done is closed
+				}
 			}
 		}
 	}()
@@ -344,6 +347,7 @@ func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 		<-done
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer dcancel()
-		_ = state.Delete(dctx, names.YieldKey)
+		// Only its own request: another rebuild's may have replaced it.
+		_ = state.Delete(dctx, names.YieldKey, jetstream.LastRevision(rev))
 	}, nil
 }
