@@ -149,6 +149,7 @@ const (
 const (
 	FaultRebuildClaimed FaultPoint = "rebuild-claimed" // the claim is held, leftover scratch sets not yet deleted
 	FaultScratchReady   FaultPoint = "scratch-ready"   // its own scratch set is created, the scratch projection not yet started
+	FaultRebuildEnd     FaultPoint = "rebuild-end"     // it has stopped, its scratch set not yet deleted
 )
 
 // The points of a rebuild's switch (besides the lease renewals).

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -119,6 +120,9 @@ func Rebuild(ctx context.Context, cfg RebuildConfig) error {
 	if err == nil {
 		err = r.run(ctx)
 	}
+	if ferr := seam(cfg.Faults).hit(FaultRebuildEnd); ferr != nil {
+		err = ferr
+	}
 	var crash crashError
 	if !errors.As(err, &crash) {
 		// Its own scratch set, unless a recorded switch still needs it.
@@ -188,6 +192,11 @@ func (r *rebuild) claim(ctx context.Context, lost context.CancelCauseFunc) (rele
 // run finishes a pending switch whose scratch copy is intact, or projects
 // the stream anew and switches to it.
 func (r *rebuild) run(ctx context.Context) error {
+	// A rebuild paused past its claim finds it taken on resuming (its
+	// renewals tell it too, a little later).
+	if own, err := r.holdsClaim(ctx); err != nil || !own {
+		return cmp.Or(err, errClaimLost)
+	}
 	cp, _, err := readCheckpoint(ctx, r.live.state)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -74,23 +75,31 @@ func (e *env) waitClaimed() {
 }
 
 // Issue 15, case 1: rebuild A projects, pauses past its claim; rebuild B
-// claims and prepares its scratch ledger; A resumes and sends the batch it
-// had in hand. With one shared scratch set, purged by B, A's writes of
-// new keys matched the purged stream's last sequence and landed in B's
-// scratch before B's fences: B then switched to a ledger counting them
-// twice (or stopped with ErrInvariant). Each rebuild owns its scratch set
-// now: nothing A sends reaches B's, and the ledger equals the model.
+// claims and prepares its scratch ledger; A resumes and commits the batch
+// it had prepared. With one shared scratch set, purged by B, A's writes
+// of new keys and its rejections matched the purged streams' last
+// sequences and landed in B's scratch before B's fences: B then took A's
+// last rejection for the floor of what was recorded and lost the earlier
+// ones, and counted requests twice or stopped with ErrInvariant. Each
+// rebuild owns its scratch set now: nothing A sends reaches B's, and the
+// ledger equals the model.
 func TestStaleRebuildWriterCannotReachAnotherScratch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(151, 1))
-	ws := genWorkload(t, rng, 4, 120)
+	ws := wireStored(genWorkload(t, rng, 12, 120))
+	// A rejection in A's first batch of 10 and one in its second.
+	bad := func(r string) wire {
+		return wire{subject: "ledger.attempts.sx." + r, data: []byte(`{"schema":"ledger.attempt.v1","attempt":"zero"}`)}
+	}
+	ws = slices.Insert(ws, 13, bad("rx2"))
+	ws = slices.Insert(ws, 2, bad("rx1"))
 	half := len(ws) / 2
 	e := newEnv(t)
 	projectWithBug(t, e, ws[:half])
 	live := e.start(Config{InstanceID: "live", BatchSize: 11})
 
-	fa := newFreezer(FaultAfterRead) // A holds its scratch projection's first batch
+	fa := newFreezer(FaultAfterCheckpoint) // A committed its first batch and prepared the second
 	fa.arm(false)
-	a := e.startRebuild(RebuildConfig{BatchSize: 50, Faults: fa.fault, Now: fa.now})
+	a := e.startRebuild(RebuildConfig{BatchSize: 10, Faults: fa.fault, Now: fa.now})
 	t.Cleanup(fa.release)
 	fa.waitFrozen(t)
 	waitPublished := e.publishInChunks(ws[half:])
@@ -107,7 +116,7 @@ func TestStaleRebuildWriterCannotReachAnotherScratch(t *testing.T) {
 	waitPublished()
 	e.waitCheckpoint(e.lastSeq())
 	require.Eventually(t, live.agg.Leading, 10*time.Second, 5*time.Millisecond)
-	e.requireLedger(buildModel(wireStored(ws)))
+	e.requireLedger(buildModel(ws))
 	sets, err := scratchSets(context.Background(), e.js)
 	require.NoError(t, err)
 	require.Empty(t, sets, "no scratch set is left behind")
@@ -127,22 +136,46 @@ func TestStaleRebuildCannotEmptyASwitch(t *testing.T) {
 	projectWithBug(t, e, ws)
 	live := e.start(Config{InstanceID: "live", BatchSize: 11})
 
-	fa := newFreezer(FaultRebuildClaimed)
-	fa.arm(false)
-	a := e.startRebuild(RebuildConfig{BatchSize: 7, Faults: fa.fault, Now: fa.now})
-	t.Cleanup(fa.release)
-	fa.waitFrozen(t)
+	// A stops between its claim and its scratch, renewals and all, until
+	// resumed; once resumed it acts, and its renewals go on only after it
+	// has acted: it dies once it has prepared its scratch (so that it does
+	// not fill it again), or it ends.
+	reached, resume, acted := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var reachOnce, actOnce sync.Once
+	act := func() { actOnce.Do(func() { close(acted) }) }
+	faultA := func(p FaultPoint) error {
+		switch p {
+		case FaultRebuildClaimed:
+			reachOnce.Do(func() { close(reached) })
+			<-resume
+		case FaultRenew:
+			<-acted
+		case FaultScratchReady:
+			act()
+			return errors.New("killed")
+		case FaultRebuildEnd:
+			act()
+		}
+		return nil
+	}
+	a := e.startRebuild(RebuildConfig{BatchSize: 7, Faults: faultA})
+	t.Cleanup(act)
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("rebuild A never took its claim")
+	}
 
 	gb := newGate(FaultSwitchCopy) // B has copied the requests, not the sessions
 	b := e.startRebuild(RebuildConfig{BatchSize: 5, Faults: gb.fault})
 	t.Cleanup(gb.release)
 	gb.waitReached(t)
 
-	fa.release()
-	fa.release() // and its renewals, which find the claim gone
-	require.Error(t, a.wait(t), "a rebuild that lost its claim cannot succeed")
+	close(resume)
+	<-acted
 	gb.release()
 	require.NoError(t, b.wait(t))
+	require.Error(t, a.wait(t), "a rebuild that lost its claim cannot succeed")
 	e.waitCheckpoint(e.lastSeq())
 	require.Eventually(t, live.agg.Leading, 10*time.Second, 5*time.Millisecond)
 	e.requireLedger(buildModel(wireStored(ws)))

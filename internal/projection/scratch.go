@@ -102,6 +102,9 @@ func (r *rebuild) dropScratch(ctx context.Context) error {
 	return nil
 }
 
+// errClaimLost means another rebuild took this one's claim.
+var errClaimLost = fmt.Errorf("%w: another rebuild took this rebuild's claim", ErrLeaseLost)
+
 // holdsClaim reports whether the rebuild claim is still this rebuild's.
 // A rebuild never takes the claim again once it lost it, so if the claim
 // names it, nobody else has held it since this rebuild took it.

@@ -36,7 +36,7 @@ func (r *rebuild) recordSwitch(ctx context.Context, t *term, finish func() (uint
 	// and pause, its switch would still copy only from a scratch set that
 	// checkScratch finds intact.)
 	if own, err := r.holdsClaim(ctx); err != nil || !own {
-		return cmp.Or(err, fmt.Errorf("%w: another rebuild took the claim", ErrLeaseLost))
+		return cmp.Or(err, errClaimLost)
 	}
 	scratch, err := lookupResources(ctx, r.cfg.JS, r.scratch)
 	if err != nil {
