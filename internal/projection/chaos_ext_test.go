@@ -18,13 +18,10 @@ import (
 // random points while events are published; the ledger ends equal to the
 // model and verify says identical. LEDGER_CHAOS_SEED picks the first seed
 // (default 1), LEDGER_CHAOS_ROUNDS how many seeds to run from it (default
-// 1); -short runs two rebuilds instead of three.
+// 1), LEDGER_CHAOS_REBUILDS how many rebuilds (default 2).
 func TestRandomRebuildsAndPauses(t *testing.T) {
 	seed, rounds := envUint(t, "LEDGER_CHAOS_SEED", 1), envUint(t, "LEDGER_CHAOS_ROUNDS", 1)
-	rebuilds := 3
-	if testing.Short() {
-		rebuilds = 2
-	}
+	rebuilds := int(envUint(t, "LEDGER_CHAOS_REBUILDS", 2))
 	for s := seed; s < seed+rounds; s++ {
 		t.Run(fmt.Sprint("seed", s), func(t *testing.T) {
 			projection.RandomRebuilds(t, s, rebuilds, 80, func(ctx context.Context, js jetstream.JetStream) error {

@@ -22,7 +22,9 @@ type RebuildConfig struct {
 	// Apply is the merge of the code doing the rebuild; nil is the
 	// current (*Request).Apply.
 	Apply ApplyFunc
-	// LeaseTTL must match the live aggregators'. Default 10s.
+	// LeaseTTL is the TTL of the rebuild's claim and of its hold on the
+	// live lease; others judge them by it, as it judges theirs by their
+	// own. Default 10s.
 	LeaseTTL time.Duration
 	// BatchSize of the scratch projection. Default: Config.BatchSize.
 	BatchSize int
