@@ -3,6 +3,7 @@ package projection
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -329,8 +330,7 @@ func (r *rebuild) holdAndSwitch(ctx context.Context, finish func() (uint64, erro
 func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 	state := r.live.state
 	yval := mustJSON(leaseValue{Holder: r.id, TTL: r.cfg.LeaseTTL, Rules: r.cfg.Rules})
-	rev, err := state.Put(ctx, names.YieldKey, yval)
-	if err != nil {
+	if _, err := state.Put(ctx, names.YieldKey, yval); err != nil {
 		return nil, fmt.Errorf("projection: asking the live aggregator to yield: %w", err)
 	}
 	yctx, cancel := context.WithCancel(ctx)
@@ -347,9 +347,7 @@ func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 				if seam(r.cfg.Faults).hit(FaultRenew) != nil {
 					return
 				}
-				if got, err := state.Put(yctx, names.YieldKey, yval); err == nil {
-					rev = got // read once done is closed
-				}
+				_, _ = state.Put(yctx, names.YieldKey, yval)
 			}
 		}
 	}()
@@ -359,6 +357,11 @@ func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer dcancel()
 		// Only its own request: another rebuild's may have replaced it.
-		_ = state.Delete(dctx, names.YieldKey, jetstream.LastRevision(rev))
+		if e, err := state.Get(dctx, names.YieldKey); err == nil {
+			var v leaseValue
+			if json.Unmarshal(e.Value(), &v) == nil && v.Holder == r.id {
+				_ = state.Delete(dctx, names.YieldKey, jetstream.LastRevision(e.Revision()))
+			}
+		}
 	}, nil
 }
