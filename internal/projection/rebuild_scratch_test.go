@@ -285,3 +285,39 @@ func TestRejectionFloorReadAfterTheSwitch(t *testing.T) {
 	e.waitCheckpoint(e.lastSeq())
 	e.requireLedger(buildModel(wireStored(ws)))
 }
+
+// Which streams belong to a scratch set, and to which: a rebuild deletes
+// whole sets, never a stream of the live ledger or of a verify.
+func TestScratchSetOf(t *testing.T) {
+	id := "01JH8Y5W9Q2V3X4Z5A6B7C8D9E"
+	tests := []struct {
+		stream string
+		id     string
+		ok     bool
+	}{
+		{"KV_ledger_rebuild_" + id + "_requests", id, true},
+		{"KV_ledger_rebuild_" + id + "_sessions", id, true},
+		{"KV_ledger_rebuild_" + id + "_state", id, true},
+		{"LEDGER_REBUILD_" + id + "_REJECTED", id, true},
+		{"KV_ledger_rebuild_requests", "", true}, // the one set of earlier builds
+		{"LEDGER_REBUILD_REJECTED", "", true},
+		{"KV_ledger_rebuild_" + id + "_other", "", false},
+		{"KV_ledger_requests", "", false},
+		{"KV_ledger_state", "", false},
+		{"LEDGER_REJECTED", "", false},
+		{"LEDGER_ATTEMPTS", "", false},
+		{"KV_ledger_verify_" + id + "_requests", "", false},
+	}
+	for _, tc := range tests {
+		got, ok := scratchSetOf(tc.stream)
+		require.Equal(t, tc.ok, ok, tc.stream)
+		if ok {
+			require.Equal(t, tc.id, got, tc.stream)
+		}
+	}
+	for _, s := range ScratchNames(id).scratchStreams() {
+		got, ok := scratchSetOf(s)
+		require.True(t, ok, s)
+		require.Equal(t, id, got, s)
+	}
+}
