@@ -172,22 +172,29 @@
 //   - Scratch sets are never purged (a purge keeps a stream's last
 //     sequence, so the expected sequences of a stale writer matched
 //     again); they are deleted whole. A rebuild deletes a set only if no
-//     recorded switch refers to it and no claim but its own owns it. It
-//     lists the sets first and reads the claim and the checkpoint after.
-//     If the claim is its own (a rebuild never takes a claim again once
-//     it has lost it, so nobody has held it since), every set it listed
-//     was made by a rebuild that held the claim before it: stale, dead or
-//     done. A set made after the listing is not touched. If the claim is
-//     not its own, it deletes its own set only. A rebuild deletes the
-//     leftovers when it starts, and its own set when it ends, unless a
-//     recorded switch still needs it.
-//   - A rebuild that finds its claim taken when it starts, or when it is
-//     about to record its switch, stops. Should a stale one still record
-//     a switch (paused between that check and the write), the switch
-//     copies only a scratch set that passes the checks below, under a
-//     fenced live term; a scratch set is a whole projection of the stream
-//     up to its checkpoint, whoever made it, so the copy is right or it
-//     stops.
+//     recorded switch refers to it, its rebuild does not hold the live
+//     lease, and no claim but the deleter's own owns it. It lists the
+//     sets first, then reads the claim, the live lease and the
+//     checkpoint, in that order. If the claim is its own (a rebuild never
+//     takes a claim again once it has lost it, so nobody has held it
+//     since), every set it listed was made by a rebuild that held the
+//     claim before it: stale, dead or done. If the claim is not its own,
+//     it deletes its own set only. A set made after the listing is not
+//     touched. A rebuild deletes the leftovers when it starts, and its
+//     own set when it ends, unless a recorded switch still needs it.
+//   - So a switch does not lose its set to another rebuild. A rebuild
+//     records its switch only in its own live term (the write is
+//     compare-and-set on the term's checkpoint revision) and only after
+//     it has seen its own claim, under that term. If it records a switch
+//     to a set a deleter D listed, it saw its claim before D took the
+//     claim, so it held the live lease from before D's claim until its
+//     record: D reads the lease inside that span and spares the set, or
+//     reads the checkpoint after the record and spares it. The one gap:
+//     the lease lapsed and a standby rewrote it but had not yet begun its
+//     term when the record landed. Then, as for any set found gone, the
+//     switch stops before it deletes anything (below), and the next
+//     rebuild replaces it. A rebuild that finds its claim taken when it
+//     starts, or when it is about to record its switch, stops.
 //
 // # The switch
 //

@@ -64,30 +64,39 @@ func scratchSets(ctx context.Context, js jetstream.JetStream) (map[string][]stri
 }
 
 // dropScratch deletes the scratch sets this rebuild may delete: those that
-// no recorded switch refers to and no claim but its own owns. It lists
-// the sets first and reads the claim and the checkpoint after, so a set it
-// deletes existed before it saw its own claim in force: it belongs to a
-// rebuild that lost the claim (or finished) before this one took it, or
-// to this one. If the claim is not this rebuild's any more, it deletes its
-// own set only.
+// no recorded switch refers to, whose rebuild does not hold the live
+// lease, and that no claim but this rebuild's own owns. It lists the sets
+// first and reads the claim, the live lease and the checkpoint after, in
+// that order, so a set it deletes existed before it saw its own claim in
+// force: it belongs to a rebuild that lost the claim (or finished) before
+// this one took it, or to this one. Such a rebuild records a switch only
+// while it holds the live lease and after it has seen its own claim, so
+// if it does not hold the lease now it never will have recorded a switch
+// to the set unseen. If the claim is not this rebuild's any more, it
+// deletes its own set only. See the package comment.
 func (r *rebuild) dropScratch(ctx context.Context) error {
 	sets, err := scratchSets(ctx, r.cfg.JS)
 	if err != nil || len(sets) == 0 {
-		return err
-	}
-	cp, _, err := readCheckpoint(ctx, r.live.state)
-	if err != nil {
 		return err
 	}
 	own, err := r.holdsClaim(ctx)
 	if err != nil {
 		return err
 	}
+	lease, err := holderOf(ctx, r.live.state, names.LeaseKey)
+	if err != nil {
+		return err
+	}
+	cp, _, err := readCheckpoint(ctx, r.live.state)
+	if err != nil {
+		return err
+	}
 	for id, streams := range sets {
-		if cp.Switch != nil && cp.Switch.Scratch == ScratchNames(id) {
+		switch {
+		case cp.Switch != nil && cp.Switch.Scratch == ScratchNames(id):
 			continue // a recorded switch copies from it
-		}
-		if id != r.scratchID && !own {
+		case id == r.scratchID: // its own: this rebuild records no switch any more
+		case !own, lease == rebuildHolderPrefix+id:
 			continue
 		}
 		for _, s := range streams {
@@ -109,14 +118,20 @@ var errClaimLost = fmt.Errorf("%w: another rebuild took this rebuild's claim", E
 // A rebuild never takes the claim again once it lost it, so if the claim
 // names it, nobody else has held it since this rebuild took it.
 func (r *rebuild) holdsClaim(ctx context.Context) (bool, error) {
-	e, err := r.live.state.Get(ctx, names.RebuildKey)
+	h, err := holderOf(ctx, r.live.state, names.RebuildKey)
+	return h == r.id, err
+}
+
+// holderOf returns the holder named by lease key in state ("" when none).
+func holderOf(ctx context.Context, state jetstream.KeyValue, key string) (string, error) {
+	e, err := state.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false, nil
+		return "", nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("projection: reading %s: %w", names.RebuildKey, err)
+		return "", fmt.Errorf("projection: reading %s: %w", key, err)
 	}
 	var v leaseValue
 	_ = json.Unmarshal(e.Value(), &v)
-	return v.Holder == r.id, nil
+	return v.Holder, nil
 }
