@@ -109,7 +109,7 @@ func randomRebuilds(t *testing.T, cfg chaosConfig, verify func(context.Context, 
 	ws := wireStored(genWorkload(t, rng, 2+rng.IntN(6), cfg.Requests))
 	first := len(ws) / 4
 	e := newEnv(t)
-	projectWithBug(t, e, ws[:first])
+	projectBuggy(t, e, ws[:first]) // the bug shows if a request has two events there
 
 	// The TTL of the other tests: a loaded 2-core machine under -race renews
 	// it in time.

@@ -23,15 +23,22 @@ func sumEveryAttempt(r *Request, ev *events.Attempt) bool {
 	return true
 }
 
-// projectWithBug fills the live ledger with the buggy projection of ws.
+// projectWithBug fills the live ledger with the buggy projection of ws,
+// which must show the bug.
 func projectWithBug(t *testing.T, e *env, ws []wire) {
+	t.Helper()
+	projectBuggy(t, e, ws)
+	reqs, _ := e.ledger()
+	require.NotEqual(t, buildModel(wireStored(ws)).requests, reqs, "the bug must show in the ledger")
+}
+
+// projectBuggy fills the live ledger with the buggy projection of ws.
+func projectBuggy(t *testing.T, e *env, ws []wire) {
 	t.Helper()
 	e.publish(ws...)
 	buggy := e.start(Config{InstanceID: "buggy", Apply: sumEveryAttempt, BatchSize: 13})
 	e.waitCheckpoint(e.lastSeq())
 	require.NoError(t, buggy.stop(t))
-	reqs, _ := e.ledger()
-	require.NotEqual(t, buildModel(wireStored(ws)).requests, reqs, "the bug must show in the ledger")
 }
 
 // The bug-fix story: a ledger projected by buggy code is rebuilt by the
