@@ -347,7 +347,11 @@ func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 				if seam(r.cfg.Faults).hit(FaultRenew) != nil {
 					return
 				}
-				_, _ = state.Put(yctx, names.YieldKey, yval)
+				// Not canceled by stop: once stopped, no refresh is in
+				// flight, so the request it then finds is the last one.
+				pctx, pcancel := context.WithTimeout(context.WithoutCancel(yctx), r.cfg.LeaseTTL/3)
+				_, _ = state.Put(pctx, names.YieldKey, yval)
+				pcancel()
 			}
 		}
 	}()
