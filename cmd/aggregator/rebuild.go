@@ -20,7 +20,7 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	fs := newFlagSet("rebuild", stderr)
 	var cf connFlags
 	cf.register(fs)
-	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "the live aggregators' --lease-ttl")
+	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "how long this rebuild's silent claim and live lease last (others judge them by the TTL written with them, so it need not match the live aggregators' --lease-ttl)")
 	batch := fs.Int("batch", projection.DefaultBatchSize, "most events applied per batch of the scratch projection")
 	acceptLoss := fs.Bool("accept-loss", false, "rebuild from the events the stream still holds when some are gone (retention or a purge), and record the lost ranges in ledger_state key \"loss\"")
 	if err := fs.Parse(args); err != nil {

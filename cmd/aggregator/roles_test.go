@@ -87,7 +87,8 @@ func TestAMissingPermissionIsNamedAtOnce(t *testing.T) {
 		{"aggregator", "$JS.API.STREAM.CREATE.LEDGER_ATTEMPTS", []string{"run"}, "$JS.API.STREAM.CREATE.LEDGER_ATTEMPTS"},
 		{"reader", "$JS.API.STREAM.INFO.*", []string{"report"}, "$JS.API.STREAM.INFO."},
 		{"reader", "$JS.API.DIRECT.GET.*", []string{"verify"}, "$JS.API.DIRECT.GET."},
-		{"operator", "$JS.API.STREAM.CREATE.KV_ledger_rebuild_requests", []string{"rebuild"}, "$JS.API.STREAM.CREATE.KV_ledger_rebuild_requests"},
+		{"operator", "$JS.API.STREAM.CREATE.*", []string{"rebuild"}, "$JS.API.STREAM.CREATE."},
+		{"operator", "$JS.API.STREAM.NAMES", []string{"rebuild"}, "$JS.API.STREAM.NAMES"},
 		{"reader", "_INBOX_reader.>", []string{"report"}, "_INBOX_reader."},
 	} {
 		t.Run(c.role+" "+c.args[0]+" without "+c.grant, func(t *testing.T) {

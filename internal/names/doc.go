@@ -8,7 +8,7 @@
 //	KV ledger_requests       <request_id>                                one record per request
 //	KV ledger_sessions       <session_id>                                one rollup per session
 //	KV ledger_state          checkpoint, lease, yield, rebuild, loss     the aggregator's own state
-//	KV ledger_rebuild_*, stream LEDGER_REBUILD_REJECTED                  a rebuild's scratch ledger
+//	KV ledger_rebuild_<ULID>_*, stream LEDGER_REBUILD_<ULID>_REJECTED    a rebuild's own scratch ledger
 //	KV ledger_verify_<ULID>_<use>                                        a verify's scratch buckets
 //	KV ledger_gateway_attempts  <request_id>                             the gateway's attempt numbers
 //	KV ledger_upstreams      <kind>.<upstream or process>                the fleet's guards

@@ -24,14 +24,26 @@ const (
 )
 
 // A rebuild's scratch ledger, which it projects the stream into before it
-// switches the live ledger over.
+// switches the live ledger over. Each rebuild has its own, named for it
+// (RebuildScratch): buckets ledger_rebuild_<ULID>_requests, _sessions and
+// _state, and stream LEDGER_REBUILD_<ULID>_REJECTED on subjects
+// ledger.rebuild.<ULID>.rejected.>. A build before scratch sets were named
+// per rebuild used the same names without "<ULID>_" ("<ULID>." in the
+// subjects); a rebuild deletes such a set like any other it no longer needs.
 const (
-	RebuildRequestsBucket = "ledger_rebuild_requests"
-	RebuildSessionsBucket = "ledger_rebuild_sessions"
-	RebuildStateBucket    = "ledger_rebuild_state"
-	RebuildRejectedStream = "LEDGER_REBUILD_REJECTED"
-	RebuildRejectedPrefix = "ledger.rebuild.rejected."
+	RebuildBucketPrefix = "ledger_rebuild_"
+	RebuildStreamPrefix = "LEDGER_REBUILD_"
 )
+
+// RebuildScratch returns the names of the scratch ledger of the rebuild
+// id (a ULID; "" is the single set of earlier builds).
+func RebuildScratch(id string) (requests, sessions, state, rejected, rejectedPrefix string) {
+	b, s, p := RebuildBucketPrefix, RebuildStreamPrefix, "ledger.rebuild."
+	if id != "" {
+		b, s, p = b+id+"_", s+id+"_", p+id+"."
+	}
+	return b + "requests", b + "sessions", b + "state", s + "REJECTED", p + "rejected."
+}
 
 // Keys the ledger reserves.
 const (

@@ -38,13 +38,6 @@ func LiveNames() Names {
 		Rejected: names.RejectedStream, RejectedPrefix: names.RejectedPrefix}
 }
 
-// ScratchNames are where a rebuild projects the stream before it switches
-// the live ledger over.
-func ScratchNames() Names {
-	return Names{Requests: names.RebuildRequestsBucket, Sessions: names.RebuildSessionsBucket, State: names.RebuildStateBucket,
-		Rejected: names.RebuildRejectedStream, RejectedPrefix: names.RebuildRejectedPrefix}
-}
-
 func (n Names) orLive() Names {
 	if n == (Names{}) {
 		return LiveNames()
@@ -154,6 +147,14 @@ const (
 	FaultNextPrepared FaultPoint = "next-prepared" // batch N+1 is prepared while N commits
 	FaultRenew        FaultPoint = "renew"         // before every lease renewal
 	FaultTermEnd      FaultPoint = "term-end"      // the batches of a lease term have stopped
+)
+
+// The points of a rebuild before it projects (besides the renewals of its
+// claim).
+const (
+	FaultRebuildClaimed FaultPoint = "rebuild-claimed" // the claim is held, leftover scratch sets not yet deleted
+	FaultScratchReady   FaultPoint = "scratch-ready"   // its own scratch set is created, the scratch projection not yet started
+	FaultRebuildEnd     FaultPoint = "rebuild-end"     // it has stopped, its scratch set not yet deleted
 )
 
 // The points of a rebuild's switch (besides the lease renewals).

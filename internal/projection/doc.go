@@ -116,9 +116,10 @@
 //     records only later ones.
 //
 // The lease adds liveness and narrows the window. A standby takes over
-// only after it has seen the same lease revision for a TTL on its own
-// clock, so a takeover comes at least a TTL after the holder sent its last
-// successful renewal; the holder counts the lease as good for two thirds
+// only after it has seen the same lease revision for the holder's TTL
+// (the one the holder wrote in the lease, never the standby's own) on its
+// own clock, so a takeover comes at least that TTL after the holder sent
+// its last successful renewal; the holder counts the lease as good for two thirds
 // of that, renews every TTL/3 (each renewal gives up at the end of that
 // window, well before the TTL), and sends no write outside that window
 // nor after it knows the lease is lost. The window is
@@ -160,37 +161,100 @@
 //
 // # Rebuild
 //
-// Rebuild replays the whole stream under the current code into scratch
-// buckets with this same machinery (its own lease, checkpoint, fences and
+// Rebuild replays the whole stream under the current code into a scratch
+// ledger with this same machinery (its own lease, checkpoint, fences and
 // rejections), while the live aggregator keeps serving. One rebuild runs
 // at a time: it holds a claim (key "rebuild" in ledger_state, a lease it
 // renews), and a second one is refused while the claim is renewed; one
-// that loses its claim stops. Scratch resources are purged, never
-// deleted, so their streams' sequences never restart and a former scratch
-// writer's fenced writes can never match again.
+// that loses its claim stops. Leases, claims and requests to yield are
+// judged by the TTL their holder wrote, never by the waiter's own, so no
+// flag lets a second rebuild (or a standby) take one that is renewed in
+// time.
 //
-// To switch over it asks the live holder to step aside (key "yield" in
-// ledger_state, kept fresh while the rebuild lives; a stale one is
-// ignored), takes the live lease and begins a term (raising the live
-// fences), lets the scratch projection catch up once more and stop, and
-// records the switch in the live checkpoint: the scratch checkpoint and
-// the message counts of the scratch streams. Then it copies: every
-// scratch record replaces the live one whole, live records the new code
-// does not have are deleted, the live rejections the term saw are purged
-// (only up to the last sequence it read) and the scratch ones appended,
-// and the checkpoint is set to the scratch one with the switch cleared.
-// Every one of these writes is conditional on the term's fences, so a
-// rebuild paused mid-copy cannot write once another term began. Every
-// step writes absolute values, so the copy is idempotent, and whoever
-// holds the live lease next finishes a switch that was interrupted, after
-// checking that the scratch copy is intact (its checkpoint and counts
-// are the recorded ones): if it is not, the holder stops with
-// ErrSwitchIncomplete rather than copy it, and never empties the ledger;
-// a new rebuild replaces the switch. Afterwards the live aggregator
-// resumes from the scratch checkpoint and applies what was published
-// meanwhile. A stream that no longer holds its first events is refused,
-// unless the rebuild accepts the loss (RebuildConfig.AcceptLoss; see No
-// silent gap).
+// # A rebuild owns its scratch
+//
+// The claim cannot keep a paused rebuild out: frozen past its claim, it
+// resumes believing it still holds it. So no scratch write relies on the
+// claim; each relies on ownership and fences.
+//
+//   - Each rebuild projects into its own scratch set, named for it
+//     (ScratchNames): buckets ledger_rebuild_<ULID>_requests, _sessions
+//     and _state and stream LEDGER_REBUILD_<ULID>_REJECTED, the ULID of
+//     its instance ID. It creates the set once it holds the claim, and
+//     only its own scratch projection ever writes it, under that
+//     projection's lease and term fences exactly as for the live ledger:
+//     the first write of a term into each record bucket, empty or not,
+//     is its fence marker, and every rejection expects the rejection
+//     stream's last sequence. No other rebuild's writer, stale or not,
+//     has those names: whatever a stale rebuild sends reaches its own set
+//     or nothing.
+//   - Scratch sets are never purged (a purge keeps a stream's last
+//     sequence, so the expected sequences of a stale writer matched
+//     again); they are deleted whole. A rebuild deletes a set only if no
+//     recorded switch refers to it, its rebuild does not hold the live
+//     lease, and no claim but the deleter's own owns it. It lists the
+//     sets first, then reads the claim, the live lease and the
+//     checkpoint, in that order. If the claim is its own (a rebuild never
+//     takes a claim again once it has lost it, so nobody has held it
+//     since), every set it listed was made by a rebuild that held the
+//     claim before it: stale, dead or done. If the claim is not its own,
+//     it deletes its own set only. A set made after the listing is not
+//     touched. A rebuild deletes the leftovers when it starts, and its
+//     own set when it ends, unless a recorded switch still needs it.
+//   - So a switch does not lose its set to another rebuild. A rebuild
+//     records its switch only in its own live term (the write is
+//     compare-and-set on the term's checkpoint revision) and only after
+//     it has seen its own claim, under that term. If it records a switch
+//     to a set a deleter D listed, it saw its claim before D took the
+//     claim, so it held the live lease from before D's claim until its
+//     record: D reads the lease inside that span and spares the set, or
+//     reads the checkpoint after the record and spares it. The one gap:
+//     the lease lapsed and a standby rewrote it but had not yet begun its
+//     term when the record landed. Then, as for any set found gone, the
+//     switch stops before it deletes anything (below), and the next
+//     rebuild replaces it. A rebuild that finds its claim taken when it
+//     starts, or when it is about to record its switch, stops.
+//
+// # The switch
+//
+// To switch over a rebuild asks the live holder to step aside (key
+// "yield" in ledger_state, kept fresh while the rebuild lives; a stale one
+// is ignored, and a rebuild deletes only its own), takes the live lease
+// and begins a term (raising the live fences), lets the scratch projection
+// catch up once more and stop, and records the switch in the live
+// checkpoint: the scratch set's names, its checkpoint and the message
+// counts of its streams. Then it copies: every scratch record replaces the
+// live one whole, live records the new code does not have are deleted, the
+// live rejections the term saw are purged (only up to the last sequence it
+// read) and the scratch ones appended, and the checkpoint is set to the
+// scratch one with the switch cleared. Every one of these writes is
+// conditional on the term's fences, so a rebuild paused mid-copy cannot
+// write once another term began. Every step writes absolute values, so the
+// copy is idempotent, and whoever holds the live lease next finishes a
+// switch that was interrupted.
+//
+// The switch never deletes from an unchecked scratch. Deleting a live key
+// is right only because the scratch set lacks it, so before it deletes
+// the live keys a bucket's copy did not find, before it purges the live
+// rejections, and before it commits the checkpoint, it checks that the
+// scratch set still holds what the switch recorded: its checkpoint and
+// the message counts of its three streams. A bucket found intact after it
+// was read in full was read whole, whatever becomes of it later. If a
+// check fails (the set is gone, emptied or changed), the switch stops with
+// ErrSwitchIncomplete and deletes nothing: the live ledger may be partly
+// switched, but every record copied is the rebuilt one and none is lost;
+// the live aggregator refuses to write, and a new rebuild replaces the
+// switch. A check that cannot be made (a timeout, a canceled context) is
+// an ordinary error, not ErrSwitchIncomplete.
+//
+// After a switch the live rejections are the scratch ones, which may run
+// past the scratch checkpoint (a batch that recorded its rejections and
+// never committed). So the term reads its rejection floor again once the
+// switch is complete, and the live aggregator, resuming from the scratch
+// checkpoint, records only rejections past it. It then applies what was
+// published meanwhile. A stream that no longer holds its first events is
+// refused, unless the rebuild accepts the loss (RebuildConfig.AcceptLoss;
+// see No silent gap).
 //
 // # Batching
 //

@@ -31,9 +31,10 @@ type leaseValue struct {
 // lease makes one aggregator instance the single writer of the projection.
 // The holder renews it (a compare-and-set rewrite, which must answer
 // within TTL/3) every TTL/3. A standby takes it over when it has seen the
-// same revision for longer than the TTL on its own clock, so no two
-// machines' clocks are compared: a takeover comes at least a TTL after
-// the holder sent its last successful renewal. The holder counts its
+// same revision for longer than the holder's TTL (the one the holder
+// wrote, never the standby's own: see holderTTL) on its own clock, so no
+// two machines' clocks are compared: a takeover comes at least the
+// holder's TTL after the holder sent its last successful renewal. The holder counts its
 // lease as good for two thirds of that (valid), and sends no write
 // outside it. The lease alone is not a fence, since a process can stop
 // between its check and its write: the fence is the term (see term.go).
@@ -97,11 +98,7 @@ func (l *lease) acquire(ctx context.Context, poll time.Duration) error {
 			if e.Revision() != seenRev {
 				seenRev, seenAt = e.Revision(), now
 			}
-			ttl := cur.TTL
-			if ttl <= 0 || ttl > 10*l.ttl {
-				ttl = l.ttl
-			}
-			if cur.Holder == l.holder || now.Sub(seenAt) > ttl {
+			if cur.Holder == l.holder || now.Sub(seenAt) > holderTTL(cur, l.ttl) {
 				if ok, err := l.take(ctx, val, e.Revision()); ok || err != nil {
 					return err
 				}
@@ -134,6 +131,23 @@ func (l *lease) take(ctx context.Context, val []byte, rev uint64) (bool, error) 
 	default:
 		return false, fmt.Errorf("projection: writing %s: %w", l.name(), err)
 	}
+}
+
+// fallbackTTL is the TTL given to a lease, claim or yield whose value
+// names none (garbled, or written by something else): the default TTL, or
+// the waiter's own if longer.
+const fallbackTTL = 10 * time.Second
+
+// holderTTL is how long a waiter must see the same revision of v before
+// it may take it over: the TTL its holder wrote, whatever the waiter's own
+// (a holder renews every third of its own TTL, so a waiter with a shorter
+// one would take a lease that is renewed in time). Only a value that names
+// no TTL gets the longer of fallbackTTL and the waiter's own.
+func holderTTL(v leaseValue, own time.Duration) time.Duration {
+	if v.TTL > 0 {
+		return v.TTL
+	}
+	return max(own, fallbackTTL)
 }
 
 // sleep waits d, or returns ctx's error when it ends first.
@@ -169,7 +183,7 @@ func (l *lease) yieldPending(ctx context.Context, rev *uint64, at *time.Time) (b
 	if e.Revision() != *rev {
 		*rev, *at = e.Revision(), now
 	}
-	if now.Sub(*at) <= l.ttl {
+	if now.Sub(*at) <= holderTTL(v, l.ttl) {
 		return true, nil
 	}
 	_ = l.kv.Delete(ctx, names.YieldKey, jetstream.LastRevision(e.Revision())) // stale: its rebuild is gone
@@ -290,10 +304,10 @@ func (l *lease) release(ctx context.Context) {
 var errHeld = errors.New("held by a live holder")
 
 // claim takes the lease when it is free, or stale (not renewed for longer
-// than the TTL on this clock). When its holder renews it meanwhile, it is
-// alive and claim returns errHeld at once, naming the holder; so claim
-// answers within a renewal interval when the holder is alive, and within
-// a TTL when it died.
+// than its holder's TTL on this clock, see holderTTL). When its holder
+// renews it meanwhile, it is alive and claim returns errHeld at once,
+// naming the holder; so claim answers within a renewal interval when the
+// holder is alive, and within the holder's TTL when it died.
 func (l *lease) claim(ctx context.Context, poll time.Duration) error {
 	val, err := json.Marshal(leaseValue{Holder: l.holder, TTL: l.ttl, Rules: l.rules})
 	if err != nil {
@@ -318,8 +332,8 @@ func (l *lease) claim(ctx context.Context, poll time.Duration) error {
 			case seenRev == 0:
 				seenRev, seenAt = e.Revision(), now
 			case e.Revision() != seenRev:
-				return fmt.Errorf("%w: %s holds %s and renews it", errHeld, cur.Holder, l.name())
-			case now.Sub(seenAt) > l.ttl:
+				return fmt.Errorf("%w: %s holds %s and renews it (its TTL is %s)", errHeld, cur.Holder, l.name(), holderTTL(cur, l.ttl))
+			case now.Sub(seenAt) > holderTTL(cur, l.ttl):
 				if ok, err := l.take(ctx, val, e.Revision()); ok || err != nil {
 					return err
 				}

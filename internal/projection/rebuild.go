@@ -1,7 +1,9 @@
 package projection
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,7 +23,9 @@ type RebuildConfig struct {
 	// Apply is the merge of the code doing the rebuild; nil is the
 	// current (*Request).Apply.
 	Apply ApplyFunc
-	// LeaseTTL must match the live aggregators'. Default 10s.
+	// LeaseTTL is the TTL of the rebuild's claim and of its hold on the
+	// live lease; others judge them by it, as it judges theirs by their
+	// own. Default 10s.
 	LeaseTTL time.Duration
 	// BatchSize of the scratch projection. Default: Config.BatchSize.
 	BatchSize int
@@ -60,9 +64,10 @@ var ErrStreamIncomplete = errors.New("projection: the stream no longer holds eve
 //
 //  1. It claims the rebuild (names.RebuildKey): a second rebuild is refused
 //     while this one lives.
-//  2. It projects the stream into scratch buckets (ScratchNames) with the
-//     same exactly-once machinery as the live aggregator, until it has
-//     caught up with the stream.
+//  2. It deletes the scratch sets of earlier rebuilds that no recorded
+//     switch needs, and projects the stream into its own scratch set
+//     (ScratchNames of its ID) with the same exactly-once machinery as the
+//     live aggregator, until it has caught up with the stream.
 //  3. It asks the live lease holder to step aside (names.YieldKey), takes the
 //     lease and begins a term (raising its fences), lets the scratch
 //     projection catch up once more, and records the switch in the live
@@ -70,7 +75,8 @@ var ErrStreamIncomplete = errors.New("projection: the stream no longer holds eve
 //  4. It copies every scratch record over the live one (each write replaces
 //     a whole record), deletes live records the new code does not have,
 //     replaces the rejections, sets the live checkpoint to the scratch one
-//     and releases the lease: the live aggregator resumes from there.
+//     and releases the lease: the live aggregator resumes from there. Its
+//     scratch set is deleted then.
 //
 // Every write of steps 3 and 4 is conditional on the term's fences, so a
 // rebuild paused past the lease TTL cannot write once another holder has
@@ -104,7 +110,8 @@ func Rebuild(ctx context.Context, cfg RebuildConfig) error {
 	if err := checkWholeStream(ctx, live.stream); err != nil && !(cfg.AcceptLoss && errors.Is(err, ErrStreamIncomplete)) {
 		return err
 	}
-	r := &rebuild{cfg: cfg, live: live, id: "rebuild-" + ulid.Make().String()}
+	sid := ulid.Make().String()
+	r := &rebuild{cfg: cfg, live: live, id: rebuildHolderPrefix + sid, scratchID: sid, scratch: ScratchNames(sid)}
 	if cfg.AcceptLoss {
 		r.acceptGap = func(from, to uint64) error {
 			return recordLoss(ctx, live.state, LossRange{From: from, To: to, RecordedAt: cfg.Now().UTC(), By: r.id})
@@ -112,6 +119,7 @@ func Rebuild(ctx context.Context, cfg RebuildConfig) error {
 	}
 	// Losing the claim (paused past its TTL, another rebuild took it)
 	// stops this one.
+	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	release, err := r.claim(ctx, cancel)
@@ -119,18 +127,48 @@ func Rebuild(ctx context.Context, cfg RebuildConfig) error {
 		return err
 	}
 	defer release()
-	err = r.run(ctx)
+	err = seam(cfg.Faults).hit(FaultRebuildClaimed)
+	if err == nil {
+		err = r.dropScratch(ctx)
+	}
+	if err == nil {
+		err = r.run(ctx)
+	}
+	if ferr := seam(cfg.Faults).hit(FaultRebuildEnd); ferr != nil {
+		err = ferr
+	}
+	var crash crashError
+	if !errors.As(err, &crash) && !endedForGood(parent) {
+		// Its own scratch set, unless a recorded switch still needs it.
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if derr := r.dropScratch(dctx); derr != nil && err == nil {
+			err = derr
+		}
+		dcancel()
+	}
 	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = fmt.Errorf("%w (%v)", cause, err)
 	}
 	return err
 }
 
+// endedForGood reports whether ctx was ended with a cause of its own
+// (such as the server's refusal of a permission), not a plain
+// cancellation or deadline: then the clean-up, which asks the server
+// again, would only wait out its timeout, and the next rebuild deletes
+// the set instead.
+func endedForGood(ctx context.Context) bool {
+	c := context.Cause(ctx)
+	return c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded)
+}
+
 // rebuild is one run of Rebuild.
 type rebuild struct {
-	cfg  RebuildConfig
-	live *resources
-	id   string // the instance ID of its leases
+	cfg       RebuildConfig
+	live      *resources
+	id        string // the instance ID of its leases: rebuildHolderPrefix + scratchID
+	scratchID string
+	scratch   Names // its own scratch set
 	// acceptGap records a gap of the stream as lost (AcceptLoss); nil
 	// stops the rebuild at a gap.
 	acceptGap func(from, to uint64) error
@@ -156,8 +194,8 @@ func (r *rebuild) claim(ctx context.Context, lost context.CancelCauseFunc) (rele
 		fault: r.cfg.Faults, lenient: true}
 	if err := c.claim(ctx, r.cfg.LeaseTTL/10); err != nil {
 		if errors.Is(err, errHeld) {
-			return nil, fmt.Errorf("%w (%v); wait for it to finish, or, if it died, its claim lapses %s after its last renewal",
-				ErrRebuildRunning, err, r.cfg.LeaseTTL)
+			return nil, fmt.Errorf("%w (%v); wait for it to finish, or, if it died, its claim lapses once it has not been renewed for its TTL",
+				ErrRebuildRunning, err)
 		}
 		return nil, err
 	}
@@ -181,6 +219,11 @@ func (r *rebuild) claim(ctx context.Context, lost context.CancelCauseFunc) (rele
 // run finishes a pending switch whose scratch copy is intact, or projects
 // the stream anew and switches to it.
 func (r *rebuild) run(ctx context.Context) error {
+	// A rebuild paused past its claim finds it taken on resuming (its
+	// renewals tell it too, a little later).
+	if own, err := r.holdsClaim(ctx); err != nil || !own {
+		return cmp.Or(err, errClaimLost)
+	}
 	cp, _, err := readCheckpoint(ctx, r.live.state)
 	if err != nil {
 		return err
@@ -193,15 +236,15 @@ func (r *rebuild) run(ctx context.Context) error {
 		}
 		r.cfg.Logger.Warn("rebuild: the interrupted switch cannot be completed; rebuilding from the stream", "err", err)
 	}
-	if err := purgeScratch(ctx, r.cfg.JS, ScratchNames()); err != nil {
-		return err
-	}
 	// Created here, not by the scratch projection, which may be stopped
-	// before it has started (an empty stream).
-	if _, err := openResources(ctx, r.cfg.JS, r.cfg.Topology, ScratchNames()); err != nil {
+	// before it has started (an empty stream). Nobody else writes it.
+	if _, err := openResources(ctx, r.cfg.JS, r.cfg.Topology, r.scratch); err != nil {
 		return err
 	}
-	scratch, err := New(Config{JS: r.cfg.JS, Topology: r.cfg.Topology, Names: ScratchNames(), Apply: r.cfg.Apply,
+	if err := seam(r.cfg.Faults).hit(FaultScratchReady); err != nil {
+		return err
+	}
+	scratch, err := New(Config{JS: r.cfg.JS, Topology: r.cfg.Topology, Names: r.scratch, Apply: r.cfg.Apply,
 		BatchSize: r.cfg.BatchSize, InstanceID: r.id, LeaseTTL: r.cfg.LeaseTTL, Logger: r.cfg.Logger, Rules: r.cfg.Rules,
 		Now: r.cfg.Now, Faults: r.cfg.Faults, AcceptGap: r.acceptGap})
 	if err != nil {
@@ -302,7 +345,7 @@ func (r *rebuild) holdAndSwitch(ctx context.Context, finish func() (uint64, erro
 		return err
 	}
 	stop(true)
-	return purgeScratch(context.WithoutCancel(ctx), r.cfg.JS, ScratchNames())
+	return nil
 }
 
 // askToYield asks the live lease holder to step aside and keeps asking
@@ -328,7 +371,11 @@ func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 				if seam(r.cfg.Faults).hit(FaultRenew) != nil {
 					return
 				}
-				_, _ = state.Put(yctx, names.YieldKey, yval)
+				// Not canceled by stop: once stopped, no refresh is in
+				// flight, so the request it then finds is the last one.
+				pctx, pcancel := context.WithTimeout(context.WithoutCancel(yctx), r.cfg.LeaseTTL/3)
+				_, _ = state.Put(pctx, names.YieldKey, yval)
+				pcancel()
 			}
 		}
 	}()
@@ -337,6 +384,12 @@ func (r *rebuild) askToYield(ctx context.Context) (stop func(), err error) {
 		<-done
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer dcancel()
-		_ = state.Delete(dctx, names.YieldKey)
+		// Only its own request: another rebuild's may have replaced it.
+		if e, err := state.Get(dctx, names.YieldKey); err == nil {
+			var v leaseValue
+			if json.Unmarshal(e.Value(), &v) == nil && v.Holder == r.id {
+				_ = state.Delete(dctx, names.YieldKey, jetstream.LastRevision(e.Revision()))
+			}
+		}
 	}, nil
 }

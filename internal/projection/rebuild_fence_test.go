@@ -3,6 +3,7 @@ package projection
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -95,38 +95,45 @@ func TestPausedRebuildCannotOverwrite(t *testing.T) {
 }
 
 // One rebuild at a time: a second one is refused, with a message that
-// says why, while the first lives; the first then ends right.
+// says why, while the first lives; the first then ends right. Issue 15,
+// case 3: whatever their TTLs: a second rebuild with a shorter
+// --lease-ttl judged the first's claim by its own TTL, took it while it
+// was renewed, and both ran at once. A claim is judged by its holder's.
 func TestSecondRebuildRefused(t *testing.T) {
-	rng := rand.New(rand.NewPCG(43, 1))
-	ws := genWorkload(t, rng, 4, 80)
-	e := newEnv(t)
-	projectWithBug(t, e, ws)
-	e.start(Config{InstanceID: "live", BatchSize: 11})
+	tests := []struct {
+		name          string
+		first, second time.Duration
+	}{
+		{"same-ttl", time.Second, time.Second},
+		{"shorter-ttl", 3 * time.Second, 300 * time.Millisecond},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(43, uint64(1+i)))
+			ws := genWorkload(t, rng, 4, 80)
+			e := newEnv(t)
+			projectWithBug(t, e, ws)
+			e.start(Config{InstanceID: "live", BatchSize: 11})
 
-	hold := make(chan struct{})
-	var once sync.Once
-	first := e.startRebuild(RebuildConfig{BatchSize: 7, Progress: func(phase string, _, _ uint64) {
-		if phase == "project" {
-			once.Do(func() { <-hold })
-		}
-	}})
-	// The first rebuild has its claim once it projects; wait for that.
-	require.Eventually(t, func() bool {
-		state, err := e.js.KeyValue(context.Background(), names.StateBucket)
-		if err != nil {
-			return false
-		}
-		_, err = state.Get(context.Background(), names.RebuildKey)
-		return err == nil
-	}, 30*time.Second, 5*time.Millisecond)
-	second := e.startRebuild(RebuildConfig{BatchSize: 7})
-	err := second.wait(t)
-	require.ErrorIs(t, err, ErrRebuildRunning)
-	require.Contains(t, err.Error(), "rebuild-", "the message names the running rebuild")
-	close(hold)
-	require.NoError(t, first.wait(t))
-	e.waitCheckpoint(e.lastSeq())
-	e.requireLedger(buildModel(wireStored(ws)))
+			hold := make(chan struct{})
+			var once sync.Once
+			first := e.startRebuild(RebuildConfig{LeaseTTL: tc.first, BatchSize: 7, Progress: func(phase string, _, _ uint64) {
+				if phase == "project" {
+					once.Do(func() { <-hold })
+				}
+			}})
+			e.waitClaimed()
+			second := e.startRebuild(RebuildConfig{LeaseTTL: tc.second, BatchSize: 7})
+			err := second.wait(t)
+			require.ErrorIs(t, err, ErrRebuildRunning)
+			require.Contains(t, err.Error(), "rebuild-", "the message names the running rebuild")
+			require.Contains(t, err.Error(), fmt.Sprintf("its TTL is %s", tc.first))
+			close(hold)
+			require.NoError(t, first.wait(t))
+			e.waitCheckpoint(e.lastSeq())
+			e.requireLedger(buildModel(wireStored(ws)))
+		})
+	}
 }
 
 // Two rebuilds at once, the first paused past its claim's TTL while
@@ -183,7 +190,9 @@ func TestIncompleteSwitchStopsAggregator(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, switching)
 	// Someone deletes a scratch bucket.
-	require.NoError(t, e.js.DeleteKeyValue(context.Background(), ScratchNames().Requests))
+	cp, err := readLiveCheckpoint(context.Background(), e.js)
+	require.NoError(t, err)
+	require.NoError(t, e.js.DeleteKeyValue(context.Background(), cp.Switch.Scratch.Requests))
 
 	live := e.start(Config{InstanceID: "live"})
 	err = live.waitStopped(t)
@@ -194,10 +203,18 @@ func TestIncompleteSwitchStopsAggregator(t *testing.T) {
 	require.Equal(t, before, reqs, "the ledger is not emptied")
 	require.Equal(t, beforeSess, sess)
 
-	rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	e.rebuildToModel(ws, "live-2")
+}
+
+// rebuildToModel runs a rebuild to its end (it replaces a switch that
+// cannot be finished), then a live aggregator named instance, and
+// requires the ledger to be the model of ws.
+func (e *env) rebuildToModel(ws []wire, instance string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, Rebuild(rctx, RebuildConfig{JS: e.js, LeaseTTL: time.Second, BatchSize: 7}))
-	e.start(Config{InstanceID: "live-2"})
+	require.NoError(e.t, Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: time.Second, BatchSize: 7}))
+	e.start(Config{InstanceID: instance})
 	e.waitCheckpoint(e.lastSeq())
 	e.requireLedger(buildModel(wireStored(ws)))
 }

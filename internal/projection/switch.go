@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,11 +31,18 @@ func (r *rebuild) recordSwitch(ctx context.Context, t *term, finish func() (uint
 	if err != nil {
 		return err
 	}
-	scratch, err := lookupResources(ctx, r.cfg.JS, ScratchNames())
+	// A rebuild that lost its claim may find its scratch set deleted by the
+	// one that took it: it records no switch. (Were it to pass this check
+	// and pause, its switch would still copy only from a scratch set that
+	// checkScratch finds intact.)
+	if own, err := r.holdsClaim(ctx); err != nil || !own {
+		return cmp.Or(err, errClaimLost)
+	}
+	scratch, err := lookupResources(ctx, r.cfg.JS, r.scratch)
 	if err != nil {
 		return err
 	}
-	sw := &switchRecord{Checkpoint: cp, Scratch: ScratchNames(), Rules: r.cfg.Rules}
+	sw := &switchRecord{Checkpoint: cp, Scratch: r.scratch, Rules: r.cfg.Rules}
 	if sw.Requests, sw.Sessions, sw.Rejected, err = scratch.counts(ctx); err != nil {
 		return err
 	}
@@ -67,17 +75,23 @@ const rebuildAdvice = "the live ledger may be partly switched: run `aggregator r
 // by sw is there and intact: its checkpoint is the recorded one and its
 // streams hold the recorded numbers of messages.
 func checkScratch(ctx context.Context, js jetstream.JetStream, sw *switchRecord) error {
+	gone := func(err error) error {
+		if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("%w: %v; %s", ErrSwitchIncomplete, err, rebuildAdvice)
+		}
+		return err // not an answer: the check is not done
+	}
 	scratch, err := lookupResources(ctx, js, sw.Scratch)
 	if err != nil {
-		return fmt.Errorf("%w: %v; %s", ErrSwitchIncomplete, err, rebuildAdvice)
+		return gone(err)
 	}
 	cp, _, err := readCheckpoint(ctx, scratch.state)
 	if err != nil {
-		return err
+		return gone(err)
 	}
 	reqs, sess, rej, err := scratch.counts(ctx)
 	if err != nil {
-		return err
+		return gone(err)
 	}
 	if cp.Seq != sw.Checkpoint || reqs != sw.Requests || sess != sw.Sessions || rej != sw.Rejected {
 		return fmt.Errorf("%w: the scratch copy is at checkpoint %d with %d/%d/%d messages in %s/%s/%s, the switch recorded %d with %d/%d/%d; %s",
@@ -91,7 +105,11 @@ func checkScratch(ctx context.Context, js jetstream.JetStream, sw *switchRecord)
 // term's checkpoint over the live ledger, under term t, and commits the
 // live checkpoint at the scratch one. It is idempotent: every step writes
 // absolute values. Every write is conditional on the term's fences, so
-// a former holder that resumes mid-copy writes nothing.
+// a former holder that resumes mid-copy writes nothing. Nothing is
+// deleted or purged from the live ledger but after checkScratch found the
+// scratch copy intact once everything the deletion depends on was read
+// from it; if it is not, the switch stops with ErrSwitchIncomplete.
+// Afterwards the term's rejection floor is the switched ledger's.
 func completeSwitch(ctx context.Context, js jetstream.JetStream, live *resources, t *term, log *slog.Logger, progress func(string, uint64, uint64)) error {
 	sw := t.cp.Switch
 	if sw == nil {
@@ -107,21 +125,31 @@ func completeSwitch(ctx context.Context, js jetstream.JetStream, live *resources
 	if err != nil {
 		return err
 	}
+	check := func() error { return checkScratch(ctx, js, sw) }
 	log.Info("switch: copying the rebuilt ledger over the live one", "checkpoint", sw.Checkpoint, "term", t.id)
-	if err := copyBucket(ctx, t, scratch.requests, live.requests, &t.reqLast, progress); err != nil {
+	if err := copyBucket(ctx, t, scratch.requests, live.requests, &t.reqLast, check, progress); err != nil {
 		return err
 	}
-	if err := copyBucket(ctx, t, scratch.sessions, live.sessions, &t.sesLast, progress); err != nil {
+	if err := copyBucket(ctx, t, scratch.sessions, live.sessions, &t.sesLast, check, progress); err != nil {
 		return err
 	}
-	if err := copyRejections(ctx, js, t, scratch, live); err != nil {
+	if err := copyRejections(ctx, js, t, scratch, live, check); err != nil {
 		return err
 	}
 	if err := t.hit(FaultSwitchCheckpoint); err != nil {
 		return err
 	}
+	if err := check(); err != nil {
+		return err
+	}
 	if err := t.writeCheckpoint(ctx, live.stateW, checkpoint{Seq: sw.Checkpoint}); err != nil {
 		return fmt.Errorf("projection: setting the checkpoint to %d: %w", sw.Checkpoint, err)
+	}
+	// The live rejections are the scratch ones now, some maybe past its
+	// checkpoint (recorded by a batch that did not commit): the floor the
+	// term read when it began is not theirs.
+	if _, t.rejFloor, err = lastRejection(ctx, live.rejected, live.names.RejectedPrefix+">"); err != nil {
+		return err
 	}
 	log.Info("switch: done", "checkpoint", sw.Checkpoint)
 	return nil
@@ -132,9 +160,11 @@ const copyChunk = 5000
 
 // copyBucket makes dst hold exactly the keys and values of src: every src
 // record replaces the dst one whole, then dst keys that src lacks are
-// deleted. Every write is compare-and-set on the revision just read and
+// deleted, once check has found src intact after it was read in full (a
+// src emptied while it was read would otherwise delete every dst key it
+// lacks). Every write is compare-and-set on the revision just read and
 // expects dst's stream to end at *last (the term's fence).
-func copyBucket(ctx context.Context, t *term, src, dst *bucket, last *uint64, progress func(string, uint64, uint64)) error {
+func copyBucket(ctx context.Context, t *term, src, dst *bucket, last *uint64, check func() error, progress func(string, uint64, uint64)) error {
 	w, err := src.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return fmt.Errorf("projection: reading %s: %w", src.kv.Bucket(), err)
@@ -171,6 +201,9 @@ func copyBucket(ctx context.Context, t *term, src, dst *bucket, last *uint64, pr
 		}
 	}
 	if err := flush(); err != nil {
+		return err
+	}
+	if err := check(); err != nil {
 		return err
 	}
 	lister, err := dst.kv.ListKeys(ctx)
@@ -216,9 +249,13 @@ func writeChunk(ctx context.Context, t *term, dst *bucket, puts []put, last *uin
 
 // copyRejections replaces the live rejections with the scratch ones, in
 // order, under the live subjects. It purges only what the live stream
-// held when the term began, and every record expects the stream to end
-// where the term knows it ends.
-func copyRejections(ctx context.Context, js jetstream.JetStream, t *term, scratch, live *resources) error {
+// held when the term began, and only once check has found the scratch
+// copy intact; every record expects the stream to end where the term
+// knows it ends.
+func copyRejections(ctx context.Context, js jetstream.JetStream, t *term, scratch, live *resources, check func() error) error {
+	if err := check(); err != nil {
+		return err
+	}
 	if err := t.valid(); err != nil {
 		return err
 	}
@@ -291,28 +328,4 @@ func lookupResources(ctx context.Context, js jetstream.JetStream, n Names) (*res
 		return nil, err
 	}
 	return res, nil
-}
-
-// purgeScratch empties a rebuild's scratch resources (never live ones)
-// that exist. It purges rather than deletes: the streams keep counting
-// their sequences, so a write by a former scratch writer, which expects
-// an older last sequence, can never succeed.
-func purgeScratch(ctx context.Context, js jetstream.JetStream, n Names) error {
-	if n == LiveNames() {
-		return fmt.Errorf("%w: refusing to purge the live ledger", ErrInvariant)
-	}
-	streams := []string{"KV_" + n.Requests, "KV_" + n.Sessions, "KV_" + n.State, n.Rejected}
-	for _, name := range streams {
-		s, err := js.Stream(ctx, name)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("projection: opening scratch stream %s: %w", name, err)
-		}
-		if err := s.Purge(ctx); err != nil {
-			return fmt.Errorf("projection: purging scratch stream %s: %w", name, err)
-		}
-	}
-	return nil
 }
