@@ -43,6 +43,8 @@
 //     each attempt is classified (Classifier), retried under a Policy with
 //     backoff, jitter and the server's Retry-After hints, guarded by a
 //     circuit breaker per upstream, and recorded as one event.
+//     DoResult (result.go) is Do that also returns the call's request_id
+//     and its number of attempts.
 //
 // Every option validates its argument: New* and Connect return an error
 // wrapping ErrInvalidOption that names the option and the rule. Nothing
