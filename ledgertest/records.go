@@ -134,6 +134,8 @@ func (l *Ledger) WaitRequest(t testing.TB, requestID string) Request {
 	}
 }
 
+// lookupRequest reads the record of requestID; errEmpty or errNoRecord
+// when there is none.
 func (l *Ledger) lookupRequest(t testing.TB, requestID string) (Request, error) {
 	t.Helper()
 	var r projection.Request
@@ -149,6 +151,8 @@ func (l *Ledger) lookupRequest(t testing.TB, requestID string) (Request, error) 
 	}, nil
 }
 
+// lookupSession reads the record of sessionID; errEmpty or errNoRecord
+// when there is none.
 func (l *Ledger) lookupSession(t testing.TB, sessionID string) (Session, error) {
 	t.Helper()
 	var s projection.Session
@@ -177,9 +181,9 @@ func absent(why error, kind, id string) string {
 }
 
 // lookup decodes the record key of bucket into dst, and returns errEmpty
-// when the bucket does not exist yet (the aggregator creates its buckets
-// when it first runs; a test that reads before then finds none) and
-// errNoRecord when the key does not.
+// when the bucket does not exist yet (nothing has created it: no
+// aggregator has run its first event, or none runs) and errNoRecord when
+// the key does not.
 func (l *Ledger) lookup(t testing.TB, bucket, key string, dst any) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
