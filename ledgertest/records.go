@@ -181,9 +181,10 @@ func absent(why error, kind, id string) string {
 }
 
 // lookup decodes the record key of bucket into dst, and returns errEmpty
-// when the bucket does not exist yet (nothing has created it: no
-// aggregator has run its first event, or none runs) and errNoRecord when
-// the key does not.
+// when the bucket does not exist yet and errNoRecord when the key does
+// not. The aggregator creates its buckets when it starts working, after
+// Start returned; on an empty stream WaitCaughtUp does not wait for that,
+// so an empty ledger may have no bucket at all.
 func (l *Ledger) lookup(t testing.TB, bucket, key string, dst any) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
