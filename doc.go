@@ -8,16 +8,26 @@
 // An agent wires it in a few lines:
 //
 //	conn, err := ledger.Connect(ctx, ledger.WithEnv()) // NATS_URL, NATS_CREDS, NATS_CA, ...
+//	if err != nil {
+//		return err // a *ConnectError: which server refused, and why
+//	}
 //	defer conn.Close()
 //	pub, err := ledger.NewPublisher(ctx, conn.JetStream())
+//	if err != nil {
+//		return err
+//	}
 //	defer pub.Close(ctx) // drains; reports undelivered events
 //	mw, err := ledger.NewMiddleware(pub, ledger.WithClassifiers(anthropic.Classifier))
+//	if err != nil {
+//		return err
+//	}
 //	msg, err := ledger.Do(ctx, mw, ledger.Call{SessionID: "sess-1", Provider: anthropic.Name, Model: "claude-sonnet-4-5"},
 //		func(ctx context.Context, a ledger.Attempt) (*sdk.Message, ledger.Report, error) { ... })
 //
 // with the provider adapters of github.com/agentledger/ledger/provider/...
 // (classification, usage, and client options that turn the SDK's own
-// retries off). Tests in other modules use
+// retries off). The whole agent, every error handled, is examples/agent in
+// the repository (the README's snippet). Tests in other modules use
 // github.com/agentledger/ledger/ledgertest, an embedded server with the
 // ledger and an aggregator in process; github.com/agentledger/ledger/metrics
 // exposes the publisher's and the middleware's counters to Prometheus.
@@ -43,6 +53,8 @@
 //     each attempt is classified (Classifier), retried under a Policy with
 //     backoff, jitter and the server's Retry-After hints, guarded by a
 //     circuit breaker per upstream, and recorded as one event.
+//     DoResult (result.go) is Do that also returns the call's request_id
+//     and its number of attempts.
 //
 // Every option validates its argument: New* and Connect return an error
 // wrapping ErrInvalidOption that names the option and the rule. Nothing

@@ -73,3 +73,59 @@ func startServer() *embedded.Server {
 	}
 	return s
 }
+
+// DoResult is Do that also returns the call's request_id (here made by
+// the middleware, as Call.RequestID is empty) and its number of attempts,
+// to find the call in the ledger afterwards.
+func ExampleDoResult() {
+	srv := startServer()
+	defer srv.Shutdown()
+	ctx := context.Background()
+	mw, closePub := busyMiddleware(ctx, srv) // Example's wiring
+	defer closePub()
+
+	var seen string // the request_id the attempts saw
+	call := ledger.Call{SessionID: "sess-1", Provider: "anthropic", Model: "claude-sonnet-4-5"}
+	res, err := ledger.DoResult(ctx, mw, call, func(ctx context.Context, a ledger.Attempt) (string, ledger.Report, error) {
+		seen = a.RequestID
+		if a.Number == 0 {
+			return "", ledger.Report{}, errBusy
+		}
+		return "hello", ledger.Report{Usage: ledger.Usage{InputTokens: 500, OutputTokens: 12}}, nil
+	})
+	fmt.Println(res.Value, err)
+	fmt.Println("attempts:", res.Attempts)
+	fmt.Println("request_id made by the middleware:", res.RequestID != "" && res.RequestID == seen)
+	// Output:
+	// hello <nil>
+	// attempts: 2
+	// request_id made by the middleware: true
+}
+
+// busyMiddleware is Example's wiring on srv: a middleware that retries
+// errBusy, publishing to srv; closePub drains the publisher and closes
+// the connection.
+func busyMiddleware(ctx context.Context, srv *embedded.Server) (mw *ledger.Middleware, closePub func()) {
+	conn, err := ledger.Connect(ctx, ledger.WithURL(srv.URL()))
+	if err != nil {
+		panic(err)
+	}
+	pub, err := ledger.NewPublisher(ctx, conn.JetStream(), ledger.WithCreateStream(ledger.StreamConfig{}))
+	if err != nil {
+		panic(err)
+	}
+	mw, err = ledger.NewMiddleware(pub, ledger.WithPolicy(ledger.Policy{
+		MaxRetries: 2, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond, HintCap: time.Second,
+	}), ledger.WithClassifiers(ledger.ClassifierFunc(func(err error, now time.Time) (ledger.Classification, bool) {
+		return ledger.Classification{Kind: ledger.KindOverloaded, Status: 529, Retryable: true}, errors.Is(err, errBusy)
+	})))
+	if err != nil {
+		panic(err)
+	}
+	return mw, func() {
+		if _, err := pub.Close(ctx); err != nil {
+			panic(err)
+		}
+		conn.Close()
+	}
+}

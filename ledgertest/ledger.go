@@ -127,6 +127,16 @@ func (l *Ledger) WaitCaughtUp(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	l.flush(ctx, t)
+	if applied, last, err := projection.WaitCaughtUp(ctx, l.js, 5*time.Millisecond); err != nil {
+		t.Fatalf("ledgertest: the ledger applied %d of %d events within 30s: %v", applied, last, err)
+	}
+}
+
+// flush flushes the publishers made by Publisher, so that their events are
+// in the stream.
+func (l *Ledger) flush(ctx context.Context, t testing.TB) {
+	t.Helper()
 	l.mu.Lock()
 	pubs := append([]*ledger.Publisher(nil), l.pubs...)
 	l.mu.Unlock()
@@ -134,8 +144,5 @@ func (l *Ledger) WaitCaughtUp(t testing.TB) {
 		if err := p.Flush(ctx); err != nil && !errors.Is(err, ledger.ErrPublisherClosed) {
 			t.Fatalf("ledgertest: flushing a publisher: %v", err)
 		}
-	}
-	if applied, last, err := projection.WaitCaughtUp(ctx, l.js, 5*time.Millisecond); err != nil {
-		t.Fatalf("ledgertest: the ledger applied %d of %d events within 30s: %v", applied, last, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -60,46 +61,144 @@ type Session struct {
 }
 
 // Request reads the record of requestID; the test fails when there is
-// none (wait with WaitCaughtUp first).
+// none, saying whether the ledger has nothing at all yet or nothing for
+// this request (wait with WaitCaughtUp or WaitRequest first;
+// LookupRequest reports an absent record without failing).
 func (l *Ledger) Request(t testing.TB, requestID string) Request {
 	t.Helper()
+	return must(t, "request", requestID, l.lookupRequest)
+}
+
+// LookupRequest reads the record of requestID, and reports false when the
+// ledger has none (a request never written, or a ledger still empty)
+// without failing the test. An unreadable record or a broken connection
+// fails it.
+func (l *Ledger) LookupRequest(t testing.TB, requestID string) (Request, bool) {
+	t.Helper()
+	r, err := l.lookupRequest(t, requestID)
+	return r, err == nil
+}
+
+// Session reads the record of sessionID; the test fails when there is
+// none (LookupSession reports an absent record without failing).
+func (l *Ledger) Session(t testing.TB, sessionID string) Session {
+	t.Helper()
+	return must(t, "session", sessionID, l.lookupSession)
+}
+
+// LookupSession reads the record of sessionID, and reports false when the
+// ledger has none, without failing the test.
+func (l *Ledger) LookupSession(t testing.TB, sessionID string) (Session, bool) {
+	t.Helper()
+	s, err := l.lookupSession(t, sessionID)
+	return s, err == nil
+}
+
+// must returns the record of kind id that lookup finds, and fails the
+// test when there is none.
+func must[R any](t testing.TB, kind, id string, lookup func(testing.TB, string) (R, error)) R {
+	t.Helper()
+	r, err := lookup(t, id)
+	if err != nil {
+		t.Fatalf("ledgertest: %s", absent(err, kind, id))
+	}
+	return r
+}
+
+// WaitRequest flushes the publishers made by Publisher and waits (up to
+// 30 s; the test fails after that) until the ledger holds a final record
+// of requestID (succeeded or failed), and returns it. It waits for that
+// one request, where WaitCaughtUp waits for the whole stream; a call that
+// Do returned from has published its final event, so its record becomes
+// final once the aggregator applies it.
+func (l *Ledger) WaitRequest(t testing.TB, requestID string) Request {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l.flush(ctx, t)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := l.lookupRequest(t, requestID)
+		if err == nil && r.Status != StatusPending {
+			return r
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				t.Fatalf("ledgertest: the record of request %q is still pending after 30s (%d attempt(s) applied, no final one)", requestID, r.Attempts)
+			}
+			t.Fatalf("ledgertest: after 30s, %s", absent(err, "request", requestID))
+		case <-tick.C:
+		}
+	}
+}
+
+// lookupRequest reads the record of requestID; errEmpty or errNoRecord
+// when there is none.
+func (l *Ledger) lookupRequest(t testing.TB, requestID string) (Request, error) {
+	t.Helper()
 	var r projection.Request
-	l.read(t, names.RequestsBucket, requestID, &r)
+	if err := l.lookup(t, names.RequestsBucket, requestID, &r); err != nil {
+		return Request{}, err
+	}
 	v := r.View()
 	return Request{
 		RequestID: v.RequestID, SessionID: v.SessionID, Provider: v.Provider, Model: v.Model,
 		Status: v.Status, Attempts: v.Attempts, WinningAttempt: v.WinningAttempt,
 		Usage: ledger.Usage(v.Usage), Billed: ledger.Usage(v.Billed),
 		FirstStartedAt: v.FirstStartedAt, LastFinishedAt: v.LastFinishedAt,
-	}
+	}, nil
 }
 
-// Session reads the record of sessionID; the test fails when there is
-// none.
-func (l *Ledger) Session(t testing.TB, sessionID string) Session {
+// lookupSession reads the record of sessionID; errEmpty or errNoRecord
+// when there is none.
+func (l *Ledger) lookupSession(t testing.TB, sessionID string) (Session, error) {
 	t.Helper()
 	var s projection.Session
-	l.read(t, names.SessionsBucket, sessionID, &s)
+	if err := l.lookup(t, names.SessionsBucket, sessionID, &s); err != nil {
+		return Session{}, err
+	}
 	v := s.View()
 	return Session{
 		SessionID: v.SessionID, Requests: v.Requests, Succeeded: v.Succeeded, Failed: v.Failed,
 		Pending: v.Pending, Attempts: v.Attempts, Usage: ledger.Usage(v.Usage), Billed: ledger.Usage(v.Billed),
 		Saturated: v.Saturated,
-	}
+	}, nil
 }
 
-// read decodes the record key of bucket into dst.
-func (l *Ledger) read(t testing.TB, bucket, key string, dst any) {
+// errEmpty and errNoRecord say why lookup found no record.
+var (
+	errEmpty    = errors.New("nothing has been written to the ledger yet")
+	errNoRecord = errors.New("the ledger has no record of it")
+)
+
+// absent says why the record of kind id is not in the ledger: the ledger
+// has nothing yet (no bucket), or nothing for id.
+func absent(why error, kind, id string) string {
+	return fmt.Sprintf("no %s %q: %v (did the call publish through l.Publisher, or a publisher connected to l.URL(), "+
+		"and did WaitCaughtUp or WaitRequest run after it?)", kind, id, why)
+}
+
+// lookup decodes the record key of bucket into dst, and returns errEmpty
+// when the bucket does not exist yet and errNoRecord when the key does
+// not. The aggregator creates its buckets when it starts working, after
+// Start returned; on an empty stream WaitCaughtUp does not wait for that,
+// so an empty ledger may have no bucket at all.
+func (l *Ledger) lookup(t testing.TB, bucket, key string, dst any) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	kv, err := l.js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return errEmpty
+	}
 	if err != nil {
-		t.Fatalf("ledgertest: opening %s (is an aggregator running?): %v", bucket, err)
+		t.Fatalf("ledgertest: opening %s: %v", bucket, err)
 	}
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		t.Fatalf("ledgertest: %s has no record %q (did WaitCaughtUp run after the call?)", bucket, key)
+		return errNoRecord
 	}
 	if err != nil {
 		t.Fatalf("ledgertest: reading %q from %s: %v", key, bucket, err)
@@ -107,4 +206,5 @@ func (l *Ledger) read(t testing.TB, bucket, key string, dst any) {
 	if err := json.Unmarshal(e.Value(), dst); err != nil {
 		t.Fatalf("ledgertest: the record %q of %s is not readable: %v", key, bucket, err)
 	}
+	return nil
 }

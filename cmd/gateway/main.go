@@ -105,7 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	}
 	connect.RegisterFlags(fs, &f.conn)
 	f.logs.Register(fs, "info")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8088", "address to serve on (loopback only without --keys)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8088", "address to serve on (loopback only without --keys); port 0 picks a free one, printed on stdout as \"gateway listening on http://ADDR\"")
 	f.auth.register(fs)
 	for _, p := range []string{gateway.Anthropic, gateway.OpenAI, gateway.Gemini} {
 		f.upstreams[p] = fs.String(p+"-url", gateway.DefaultUpstreams[p], "origin of the "+p+" upstream (scheme, host, port); the request path is kept")

@@ -47,22 +47,23 @@ type config struct {
 	// URL, an API key); the SDK reads ANTHROPIC_API_KEY and
 	// ANTHROPIC_BASE_URL by itself.
 	Options []option.RequestOption
-	Policy  ledger.Policy
+	Policy  ledger.Policy // the zero Policy is ledger.DefaultPolicy()
 }
 
 // run makes one call through the middleware, publishing its attempts, and
-// returns the answer's text.
+// returns the answer's text. Every error is returned: with NATS down, the
+// *ledger.ConnectError that says which server refused and why.
 func run(ctx context.Context, cfg config, connect ...ledger.ConnectOption) (string, error) {
-	conn, err := ledger.Connect(ctx, connect...)
+	conn, err := ledger.Connect(ctx, connect...) // ledger.WithEnv(): NATS_URL, NATS_CREDS, NATS_CA, ... (see Connecting)
 	if err != nil {
 		return "", err
 	}
 	defer conn.Close()
-	pub, err := ledger.NewPublisher(ctx, conn.JetStream())
+	pub, err := ledger.NewPublisher(ctx, conn.JetStream()) // async: never waits on an ack in the call path
 	if err != nil {
 		return "", err
 	}
-	defer func() {
+	defer func() { // drains; reports the events it could not deliver
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if st, err := pub.Close(cctx); err != nil {
@@ -73,7 +74,8 @@ func run(ctx context.Context, cfg config, connect ...ledger.ConnectOption) (stri
 	if err != nil {
 		return "", err
 	}
-	client := sdk.NewClient(append(cfg.Options, anthropic.ClientOptions()...)...) // the SDK's own retries off
+	defer mw.Close()
+	client := sdk.NewClient(append(cfg.Options, anthropic.ClientOptions()...)...) // the SDK's own retries off: the middleware is the only retry layer
 
 	call := ledger.Call{SessionID: cfg.Session, RequestID: cfg.RequestID, Provider: anthropic.Name, Model: cfg.Model}
 	msg, err := ledger.Do(ctx, mw, call, func(ctx context.Context, a ledger.Attempt) (*sdk.Message, ledger.Report, error) {
@@ -95,7 +97,7 @@ func run(ctx context.Context, cfg config, connect ...ledger.ConnectOption) (stri
 		return &m, ledger.Report{Usage: usage.Usage()}, stream.Err()
 	})
 	if err != nil {
-		return "", err
+		return "", err // a *ledger.CallError: why the call ended, after how many attempts
 	}
 	text := ""
 	for _, b := range msg.Content {

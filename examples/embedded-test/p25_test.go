@@ -31,8 +31,9 @@ func TestBilledFailedAttemptThenSuccess(t *testing.T) {
 	client := sdk.NewClient(append([]option.RequestOption{option.WithBaseURL(up.URL()), option.WithAPIKey("test")},
 		anthropic.ClientOptions()...)...)
 
-	call := ledger.Call{SessionID: "sess-p25", RequestID: "req-p25", Provider: anthropic.Name, Model: "claude-sonnet-4-5"}
-	_, err = ledger.Do(t.Context(), mw, call, func(ctx context.Context, a ledger.Attempt) (*sdk.Message, ledger.Report, error) {
+	// No RequestID: the middleware makes one, and DoResult returns it.
+	call := ledger.Call{SessionID: "sess-p25", Provider: anthropic.Name, Model: "claude-sonnet-4-5"}
+	res, err := ledger.DoResult(t.Context(), mw, call, func(ctx context.Context, a ledger.Attempt) (*sdk.Message, ledger.Report, error) {
 		stream := client.Messages.NewStreaming(ctx, sdk.MessageNewParams{
 			Model: "claude-sonnet-4-5", MaxTokens: 2048,
 			Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("summarise the incident"))},
@@ -52,8 +53,7 @@ func TestBilledFailedAttemptThenSuccess(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l.WaitCaughtUp(t)
-	r := l.Request(t, "req-p25")
+	r := l.WaitRequest(t, res.RequestID) // the call's final record
 	if want := (ledger.Usage{InputTokens: 500, OutputTokens: 1200}); r.Usage != want {
 		t.Errorf("usage %+v, want %+v: only the winning attempt", r.Usage, want)
 	}
