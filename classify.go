@@ -1,10 +1,17 @@
 package ledger
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	ianthropic "github.com/agentledger/ledger/internal/provider/anthropic"
+	igemini "github.com/agentledger/ledger/internal/provider/gemini"
+	iopenai "github.com/agentledger/ledger/internal/provider/openai"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -82,14 +89,79 @@ func (c Classification) toRetry() retry.Classification {
 	}
 }
 
-// classifierChain adapts public classifiers to the middleware's chain.
+// ErrNoClassifier is matched by the error of a call to a provider that no
+// classifier is for: a configuration error, refused before any attempt
+// and without any event, rather than failures silently never retried.
+// The middleware knows the Anthropic, OpenAI and Gemini SDKs; give
+// another provider's with WithClassifiers and ClassifierFor.
+var ErrNoClassifier = errors.New("ledger: no classifier for the call's provider")
+
+// ClassifierFor names the provider c classifies the errors of (the
+// Provider of its calls), for WithClassifiers: the middleware then
+// accepts calls to that provider. The provider packages' Classifiers are
+// named so.
+func ClassifierFor(provider string, c Classifier) Classifier {
+	return providerClassifier{provider: provider, c: c}
+}
+
+// providerClassifier is a Classifier named for its provider.
+type providerClassifier struct {
+	provider string
+	c        Classifier
+}
+
+func (p providerClassifier) Classify(err error, now time.Time) (Classification, bool) {
+	return p.c.Classify(err, now)
+}
+
+// builtinClassifiers classify the errors of the SDKs of the providers the
+// middleware knows, by the provider's name.
+var builtinClassifiers = []struct {
+	provider string
+	c        retry.Classifier
+}{
+	{ianthropic.Name, ianthropic.Classifier},
+	{iopenai.Name, iopenai.Classifier},
+	{igemini.Name, igemini.Classifier},
+}
+
+// classifierChain is the classifiers given with WithClassifiers.
 type classifierChain []Classifier
 
-func (cs classifierChain) Classify(err error, now time.Time) (retry.Classification, bool) {
+// withBuiltins returns the middleware's classifier, cs then the built-in
+// ones, the providers a classifier is for, and whether one is for every
+// provider (one given without a provider's name).
+func (cs classifierChain) withBuiltins() (chain retry.Chain, providers map[string]bool, any bool) {
+	providers = make(map[string]bool, len(builtinClassifiers)+len(cs))
 	for _, c := range cs {
-		if got, ok := c.Classify(err, now); ok {
-			return got.toRetry(), true
+		if pc, ok := c.(providerClassifier); ok {
+			providers[pc.provider] = true
+		} else {
+			any = true
 		}
+		chain = append(chain, retry.ClassifierFunc(func(err error, now time.Time) (retry.Classification, bool) {
+			got, ok := c.Classify(err, now)
+			return got.toRetry(), ok
+		}))
 	}
-	return retry.Classification{}, false
+	for _, b := range builtinClassifiers {
+		providers[b.provider] = true
+		chain = append(chain, b.c)
+	}
+	return chain, providers, any
+}
+
+// checkClassified returns an error wrapping ErrNoClassifier when no
+// classifier of m is for provider.
+func (m *Middleware) checkClassified(provider string) error {
+	if m.anyProvider || m.classified[provider] {
+		return nil
+	}
+	known := make([]string, 0, len(m.classified))
+	for p := range m.classified {
+		known = append(known, p)
+	}
+	slices.Sort(known)
+	return fmt.Errorf("%w: provider %q (classifiers are for %s): give its classifier with WithClassifiers(ClassifierFor(%q, c))",
+		ErrNoClassifier, provider, strings.Join(known, ", "), provider)
 }

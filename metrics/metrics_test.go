@@ -23,7 +23,7 @@ func TestCollectors(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.PublisherCollector(pub), metrics.MiddlewareCollector(mw))
 	for i := range 3 {
-		_, err := ledger.Do(t.Context(), mw, ledger.Call{SessionID: "s", Provider: "p", Model: "m"},
+		_, err := ledger.Do(t.Context(), mw, ledger.Call{SessionID: "s", Provider: "openai", Model: "m"},
 			func(context.Context, ledger.Attempt) (int, ledger.Report, error) { return i, ledger.Report{}, nil })
 		require.NoError(t, err)
 	}

@@ -20,8 +20,10 @@ const Name = "anthropic"
 const RequestIDHeader = "request-id"
 
 // Classifier classifies the errors of the Anthropic SDK, for
-// ledger.WithClassifiers. It is safe for concurrent use.
-var Classifier ledger.Classifier = ledger.ClassifierFunc(Classify)
+// ledger.WithClassifiers, named for Name. The middleware classifies this
+// SDK's errors without it; it is for a chain of one's own. It is safe for
+// concurrent use.
+var Classifier = ledger.ClassifierFor(Name, ledger.ClassifierFunc(Classify))
 
 // Classify classifies a *anthropic.Error anywhere in err's chain: an HTTP
 // error response by its status, x-should-retry and Retry-After headers,

@@ -21,8 +21,10 @@ const Name = "openai"
 const RequestIDHeader = "x-request-id"
 
 // Classifier classifies the errors of the OpenAI SDK, for
-// ledger.WithClassifiers. It is safe for concurrent use.
-var Classifier ledger.Classifier = ledger.ClassifierFunc(Classify)
+// ledger.WithClassifiers, named for Name. The middleware classifies this
+// SDK's errors without it; it is for a chain of one's own. It is safe for
+// concurrent use.
+var Classifier = ledger.ClassifierFor(Name, ledger.ClassifierFunc(Classify))
 
 // Classify classifies a *openai.Error (by its status, x-should-retry and
 // Retry-After headers; a 429 without Retry-After takes its hint from the
