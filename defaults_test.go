@@ -215,3 +215,33 @@ func TestSDKRetriesWarnedOnce(t *testing.T) {
 	assert.Contains(t, logs.String(), "an SDK retries on its own")
 	assert.Contains(t, logs.String(), "X-Stainless-Retry-Count is 1")
 }
+
+// An SDK that retries without a retry-count header (genai with retry
+// options of its own, or continuing a response) is noticed by its second
+// request within one attempt, once.
+func TestSecondRequestInAnAttemptWarnedOnce(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
+	t.Cleanup(srv.Close)
+	var logs bytes.Buffer
+	mw := newMiddleware(t, nil, ledger.WithMiddlewareLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	post := func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("{}"))
+		if err != nil {
+			return err
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	}
+	for range 2 {
+		_, err := ledger.Do(t.Context(), mw, ledger.Call{SessionID: "s", Provider: gemini.Name, Model: "m"},
+			func(ctx context.Context, _ ledger.Attempt) (int, ledger.Report, error) {
+				return 0, ledger.Report{}, errors.Join(post(ctx), post(ctx))
+			})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), logs.String())
+	assert.Contains(t, logs.String(), "a second request was sent within one attempt")
+}
