@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
-	ianthropic "github.com/agentledger/ledger/internal/provider/anthropic"
-	igemini "github.com/agentledger/ledger/internal/provider/gemini"
-	iopenai "github.com/agentledger/ledger/internal/provider/openai"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -92,8 +89,11 @@ func (c Classification) toRetry() retry.Classification {
 // ErrNoClassifier is matched by the error of a call to a provider that no
 // classifier is for: a configuration error, refused before any attempt
 // and without any event, rather than failures silently never retried.
-// The middleware knows the Anthropic, OpenAI and Gemini SDKs; give
-// another provider's with WithClassifiers and ClassifierFor.
+// The middleware classifies the errors of the Anthropic, OpenAI and Gemini
+// SDKs as soon as the program imports their adapter (provider/anthropic,
+// provider/openai, provider/gemini, which every client needs for its
+// ClientOptions); give another provider's with WithClassifiers and
+// ClassifierFor.
 var ErrNoClassifier = errors.New("ledger: no classifier for the call's provider")
 
 // ClassifierFor names the provider c classifies the errors of (the
@@ -114,25 +114,15 @@ func (p providerClassifier) Classify(err error, now time.Time) (Classification, 
 	return p.c.Classify(err, now)
 }
 
-// builtinClassifiers classify the errors of the SDKs of the providers the
-// middleware knows, by the provider's name.
-var builtinClassifiers = []struct {
-	provider string
-	c        retry.Classifier
-}{
-	{ianthropic.Name, ianthropic.Classifier},
-	{iopenai.Name, iopenai.Classifier},
-	{igemini.Name, igemini.Classifier},
-}
-
 // classifierChain is the classifiers given with WithClassifiers.
 type classifierChain []Classifier
 
-// withBuiltins returns the middleware's classifier, cs then the built-in
-// ones, the providers a classifier is for, and whether one is for every
+// withBuiltins returns the middleware's classifier, cs then those of the
+// provider packages the program imports, the providers a classifier is for, and whether one is for every
 // provider (one given without a provider's name).
 func (cs classifierChain) withBuiltins() (chain retry.Chain, providers map[string]bool, any bool) {
-	providers = make(map[string]bool, len(builtinClassifiers)+len(cs))
+	builtins := retry.RegisteredClassifiers()
+	providers = make(map[string]bool, len(builtins)+len(cs))
 	for _, c := range cs {
 		if pc, ok := c.(providerClassifier); ok {
 			providers[pc.provider] = true
@@ -144,9 +134,9 @@ func (cs classifierChain) withBuiltins() (chain retry.Chain, providers map[strin
 			return got.toRetry(), ok
 		}))
 	}
-	for _, b := range builtinClassifiers {
-		providers[b.provider] = true
-		chain = append(chain, b.c)
+	for _, b := range builtins {
+		providers[b.Provider] = true
+		chain = append(chain, b.Classifier)
 	}
 	return chain, providers, any
 }
@@ -162,6 +152,7 @@ func (m *Middleware) checkClassified(provider string) error {
 		known = append(known, p)
 	}
 	slices.Sort(known)
-	return fmt.Errorf("%w: provider %q (classifiers are for %s): give its classifier with WithClassifiers(ClassifierFor(%q, c))",
-		ErrNoClassifier, provider, strings.Join(known, ", "), provider)
+	return fmt.Errorf("%w: provider %q (classifiers are for %s): import its adapter, github.com/agentledger/ledger/provider/%s, "+
+		"or give its classifier with WithClassifiers(ClassifierFor(%q, c))",
+		ErrNoClassifier, provider, strings.Join(known, ", "), provider, provider)
 }

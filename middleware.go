@@ -240,8 +240,8 @@ func WithPolicy(p Policy) MiddlewareOption {
 
 // WithClassifiers adds classifiers of provider errors, tried in order
 // before the built-in ones. The middleware classifies the errors of the
-// Anthropic, OpenAI and Gemini SDKs without this option; it is for other
-// providers (ClassifierFor names the provider a classifier is for). A
+// Anthropic, OpenAI and Gemini SDKs without this option, once the program
+// imports their adapter packages; it is for other providers (ClassifierFor names the provider a classifier is for). A
 // call to a provider that no classifier is for fails (ErrNoClassifier);
 // a classifier given without a provider's name is taken to be for every
 // provider. None may be nil.
