@@ -11,7 +11,7 @@
 //	defer conn.Close()
 //	pub, err := ledger.NewPublisher(ctx, conn.JetStream())
 //	defer pub.Close(ctx) // drains; reports undelivered events
-//	mw, err := ledger.NewMiddleware(pub) // knows the Anthropic, OpenAI and Gemini SDKs' errors
+//	mw, err := ledger.NewMiddleware(pub) // classifies the errors of the SDKs whose adapter is imported
 //	msg, err := ledger.Do(ctx, mw, ledger.Call{SessionID: "sess-1", Provider: anthropic.Name, Model: "claude-sonnet-4-5"},
 //		func(ctx context.Context, a ledger.Attempt) (*sdk.Message, ledger.Report, error) { ... })
 //
@@ -45,9 +45,10 @@
 //     circuit breaker per upstream, and recorded as one event. The
 //     default policy bounds each attempt (10 min until its answer or a
 //     stream's first byte, 5 min of a stream's silence; Progress), the
-//     three SDKs' errors are classified without options, a call to a
-//     provider no classifier is for fails (ErrNoClassifier), and an SDK
-//     that retries on its own is logged once at WARN.
+//     errors of the SDKs whose adapter is imported are classified without
+//     options, a call to a provider no classifier is for fails
+//     (ErrNoClassifier), and an SDK that retries on its own is logged once
+//     at WARN.
 //
 // Every option validates its argument: New* and Connect return an error
 // wrapping ErrInvalidOption that names the option and the rule. Nothing
