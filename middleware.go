@@ -67,8 +67,9 @@ type Policy struct {
 	// expiry is retried; the caller's own deadline is not.
 	AttemptTimeout time.Duration
 	// StreamIdleTimeout bounds a stream's silence after its first
-	// Progress: each report gives it this much more. 0 means none. Its
-	// expiry is retried like the attempt timeout's.
+	// Progress: each report gives it this much more. 0 means none, and
+	// then the attempt timeout bounds the whole stream. Its expiry is
+	// retried like the attempt timeout's.
 	StreamIdleTimeout time.Duration
 }
 

@@ -144,24 +144,19 @@ func (a *attemptCtx) Value(key any) any {
 // attempt waits at most Policy.StreamIdleTimeout for the next progress,
 // instead of the attempt timeout. Call it for each event (or read) of a
 // stream; a stream never reported is bounded by the attempt timeout as a
-// whole. With a policy without StreamIdleTimeout, the first progress lifts
-// the attempt timeout. It does nothing for a context of no attempt, and
-// is safe for concurrent use.
+// whole. With a policy without StreamIdleTimeout it does nothing: the
+// attempt timeout bounds the whole stream. It does nothing for a context
+// of no attempt either, and is safe for concurrent use.
 func Progress(ctx context.Context) {
 	a, _ := ctx.Value(deadlineKey{}).(*attemptCtx)
-	if a == nil || a.t == nil {
+	if a == nil || a.t == nil || a.idle <= 0 {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.inIdle = true
-	if a.idle > 0 {
-		a.t.Reset(a.idle)
-		a.at = time.Now().Add(a.idle)
-	} else {
-		a.t.Stop()
-		a.at = time.Time{}
-	}
+	a.t.Reset(a.idle)
+	a.at = time.Now().Add(a.idle)
 }
 
 // timedOut gives err, fn's error, the cause of actx's end when that was
@@ -218,7 +213,7 @@ func StreamProgress(ctx context.Context, resp *http.Response) {
 	if resp == nil || resp.Body == nil {
 		return
 	}
-	if a, _ := ctx.Value(deadlineKey{}).(*attemptCtx); a == nil || a.t == nil {
+	if a, _ := ctx.Value(deadlineKey{}).(*attemptCtx); a == nil || a.t == nil || a.idle <= 0 {
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != "text/event-stream" {

@@ -65,8 +65,8 @@ type Policy struct {
 	AttemptTimeout time.Duration
 	// StreamIdleTimeout bounds the silence of a stream after its first
 	// Progress: each report gives it StreamIdleTimeout more
-	// (ErrStreamIdleTimeout, retryable). 0 means none. It must not be
-	// negative.
+	// (ErrStreamIdleTimeout, retryable). 0 means none, and then
+	// AttemptTimeout bounds the whole stream. It must not be negative.
 	StreamIdleTimeout time.Duration
 }
 
