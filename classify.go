@@ -1,7 +1,11 @@
 package ledger
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
@@ -82,14 +86,73 @@ func (c Classification) toRetry() retry.Classification {
 	}
 }
 
-// classifierChain adapts public classifiers to the middleware's chain.
+// ErrNoClassifier is matched by the error of a call to a provider that no
+// classifier is for: a configuration error, refused before any attempt
+// and without any event, rather than failures silently never retried.
+// The middleware classifies the errors of the Anthropic, OpenAI and Gemini
+// SDKs as soon as the program imports their adapter (provider/anthropic,
+// provider/openai, provider/gemini, which every client needs for its
+// ClientOptions); give another provider's with WithClassifiers and
+// ClassifierFor.
+var ErrNoClassifier = errors.New("ledger: no classifier for the call's provider")
+
+// ClassifierFor names the provider c classifies the errors of (the
+// Provider of its calls), for WithClassifiers: the middleware then
+// accepts calls to that provider. The provider packages' Classifiers are
+// named so.
+func ClassifierFor(provider string, c Classifier) Classifier {
+	return providerClassifier{provider: provider, c: c}
+}
+
+// providerClassifier is a Classifier named for its provider.
+type providerClassifier struct {
+	provider string
+	c        Classifier
+}
+
+func (p providerClassifier) Classify(err error, now time.Time) (Classification, bool) {
+	return p.c.Classify(err, now)
+}
+
+// classifierChain is the classifiers given with WithClassifiers.
 type classifierChain []Classifier
 
-func (cs classifierChain) Classify(err error, now time.Time) (retry.Classification, bool) {
+// withBuiltins returns the middleware's classifier, cs then those of the
+// provider packages the program imports, the providers a classifier is for, and whether one is for every
+// provider (one given without a provider's name).
+func (cs classifierChain) withBuiltins() (chain retry.Chain, providers map[string]bool, any bool) {
+	builtins := retry.RegisteredClassifiers()
+	providers = make(map[string]bool, len(builtins)+len(cs))
 	for _, c := range cs {
-		if got, ok := c.Classify(err, now); ok {
-			return got.toRetry(), true
+		if pc, ok := c.(providerClassifier); ok {
+			providers[pc.provider] = true
+		} else {
+			any = true
 		}
+		chain = append(chain, retry.ClassifierFunc(func(err error, now time.Time) (retry.Classification, bool) {
+			got, ok := c.Classify(err, now)
+			return got.toRetry(), ok
+		}))
 	}
-	return retry.Classification{}, false
+	for _, b := range builtins {
+		providers[b.Provider] = true
+		chain = append(chain, b.Classifier)
+	}
+	return chain, providers, any
+}
+
+// checkClassified returns an error wrapping ErrNoClassifier when no
+// classifier of m is for provider.
+func (m *Middleware) checkClassified(provider string) error {
+	if m.anyProvider || m.classified[provider] {
+		return nil
+	}
+	known := make([]string, 0, len(m.classified))
+	for p := range m.classified {
+		known = append(known, p)
+	}
+	slices.Sort(known)
+	return fmt.Errorf("%w: provider %q (classifiers are for %s): import its adapter, github.com/agentledger/ledger/provider/%s, "+
+		"or give its classifier with WithClassifiers(ClassifierFor(%q, c))",
+		ErrNoClassifier, provider, strings.Join(known, ", "), provider, provider)
 }

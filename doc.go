@@ -17,7 +17,7 @@
 //		return err
 //	}
 //	defer pub.Close(ctx) // drains; reports undelivered events
-//	mw, err := ledger.NewMiddleware(pub, ledger.WithClassifiers(anthropic.Classifier))
+//	mw, err := ledger.NewMiddleware(pub) // classifies the errors of the SDKs whose adapter is imported
 //	if err != nil {
 //		return err
 //	}
@@ -52,7 +52,13 @@
 //     logical call (Call) gets a stable request_id shared by its attempts;
 //     each attempt is classified (Classifier), retried under a Policy with
 //     backoff, jitter and the server's Retry-After hints, guarded by a
-//     circuit breaker per upstream, and recorded as one event.
+//     circuit breaker per upstream, and recorded as one event. The
+//     default policy bounds each attempt (10 min until its answer or a
+//     stream's first byte, 5 min of a stream's silence; Progress), the
+//     errors of the SDKs whose adapter is imported are classified without
+//     options, a call to a provider no classifier is for fails
+//     (ErrNoClassifier), and an SDK that retries on its own is logged once
+//     at WARN.
 //     DoResult (result.go) is Do that also returns the call's request_id
 //     and its number of attempts.
 //

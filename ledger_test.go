@@ -137,11 +137,11 @@ func TestCallErrors(t *testing.T) {
 		return 0, ledger.Report{}, context.DeadlineExceeded
 	}
 
-	_, err = ledger.Do(ctx, mw, ledger.Call{SessionID: "bad.id", Provider: "p", Model: "m"}, fail)
+	_, err = ledger.Do(ctx, mw, ledger.Call{SessionID: "bad.id", Provider: "openai", Model: "m"}, fail)
 	require.ErrorIs(t, err, ledger.ErrInvalidCall)
 	assert.ErrorContains(t, err, "session_id")
 
-	call := ledger.Call{SessionID: "s", Provider: "p", Model: "m"}
+	call := ledger.Call{SessionID: "s", Provider: "openai", Model: "m"}
 	_, err = ledger.Do(ctx, mw, call, fail) // a timeout: retryable, opens the breaker
 	var ce *ledger.CallError
 	require.ErrorAs(t, err, &ce)

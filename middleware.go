@@ -15,13 +15,18 @@ import (
 
 // Defaults of DefaultPolicy and of the circuit breakers.
 const (
-	DefaultMaxRetries       = 2
-	DefaultBaseDelay        = time.Second
-	DefaultMaxDelay         = 30 * time.Second
-	DefaultJitter           = 0.2
-	DefaultHintCap          = 60 * time.Second
-	DefaultFailureThreshold = 5
-	DefaultCooldown         = 30 * time.Second
+	DefaultMaxRetries = 2
+	DefaultBaseDelay  = time.Second
+	DefaultMaxDelay   = 30 * time.Second
+	DefaultJitter     = 0.2
+	DefaultHintCap    = 60 * time.Second
+	// DefaultAttemptTimeout bounds an attempt until its answer (a
+	// stream's first progress), DefaultStreamIdleTimeout a stream's
+	// silence after that: the gateway's defaults.
+	DefaultAttemptTimeout    = 10 * time.Minute
+	DefaultStreamIdleTimeout = 5 * time.Minute
+	DefaultFailureThreshold  = 5
+	DefaultCooldown          = 30 * time.Second
 )
 
 var (
@@ -56,20 +61,28 @@ type Policy struct {
 	// HintCap is the longest server hint (Retry-After) honoured; a longer
 	// one ends the call at once instead of waiting. It must be positive.
 	HintCap time.Duration
-	// AttemptTimeout bounds each attempt with its own deadline; 0 means
-	// none. Its expiry is retried; the caller's own deadline is not.
+	// AttemptTimeout bounds each attempt until its answer: the whole
+	// attempt of a call that does not stream, the wait for the first
+	// Progress of a stream (its first-byte timeout). 0 means none. Its
+	// expiry is retried; the caller's own deadline is not.
 	AttemptTimeout time.Duration
+	// StreamIdleTimeout bounds a stream's silence after its first
+	// Progress: each report gives it this much more. 0 means none, and
+	// then the attempt timeout bounds the whole stream. Its expiry is
+	// retried like the attempt timeout's.
+	StreamIdleTimeout time.Duration
 }
 
 // DefaultPolicy returns 2 retries (3 attempts), a 1 s base delay doubling
 // per retry with ±20 % jitter, capped at 30 s, server hints honoured up to
-// 60 s, and no attempt timeout.
+// 60 s, an attempt timeout (a stream's first-byte timeout) of 10 min and
+// a stream idle timeout of 5 min, as the gateway's.
 func DefaultPolicy() Policy { return Policy(retry.DefaultPolicy()) }
 
 // Call names one logical model call.
 type Call struct {
-	// SessionID is the caller's session: 1 to 128 bytes of letters,
-	// digits, '-', '_' and ':'.
+	// SessionID is the caller's session: 1 to 128 bytes of ASCII
+	// letters, digits, '-' and '_' (docs/contract.md).
 	SessionID string
 	// RequestID is the call's stable ID, shared by all its attempts; the
 	// same rule as SessionID. Empty means a new ULID.
@@ -194,9 +207,11 @@ type MiddlewareStats struct {
 // upstream, and a publisher of their attempt events. Create it with
 // NewMiddleware; it is safe for concurrent use and starts no goroutines.
 type Middleware struct {
-	mw         *retry.Middleware
-	closeFleet func()
-	closeOnce  sync.Once
+	mw          *retry.Middleware
+	classified  map[string]bool // the providers a classifier is for
+	anyProvider bool            // a classifier is for every provider
+	closeFleet  func()
+	closeOnce   sync.Once
 }
 
 // MiddlewareOption configures NewMiddleware.
@@ -224,14 +239,21 @@ func WithPolicy(p Policy) MiddlewareOption {
 	}
 }
 
-// WithClassifiers sets the classifiers of provider errors, tried in
-// order (normally the Classifier of each provider package used). Without
-// any, only transport errors are recognised. None may be nil.
+// WithClassifiers adds classifiers of provider errors, tried in order
+// before the built-in ones. The middleware classifies the errors of the
+// Anthropic, OpenAI and Gemini SDKs without this option, once the program
+// imports their adapter packages; it is for other providers (ClassifierFor names the provider a classifier is for). A
+// call to a provider that no classifier is for fails (ErrNoClassifier);
+// a classifier given without a provider's name is taken to be for every
+// provider. None may be nil.
 func WithClassifiers(cs ...Classifier) MiddlewareOption {
 	return func(o *middlewareOptions) error {
 		for i, c := range cs {
 			if c == nil {
 				return invalid("WithClassifiers", "classifier %d is nil", i)
+			}
+			if pc, ok := c.(providerClassifier); ok && pc.c == nil {
+				return invalid("WithClassifiers", "classifier %d (%s) is nil", i, pc.provider)
 			}
 		}
 		o.classifiers = append(o.classifiers, cs...)
@@ -248,7 +270,7 @@ type BreakerConfig struct {
 	// admitted (default DefaultCooldown).
 	Cooldown time.Duration
 	// OnStateChange, when set, is told every change of an upstream's
-	// circuit ("closed", "open", "half-open"). It runs on a caller's
+	// circuit ("closed", "open", "half_open"). It runs on a caller's
 	// goroutine and must be quick. With WithFleetLimits it is told the
 	// changes of the fleet's breaker, whichever process made them (on the
 	// goroutine that watches the fleet's state), and this process's own
@@ -274,8 +296,9 @@ func WithBreaker(c BreakerConfig) MiddlewareOption {
 }
 
 // WithMiddlewareLogger sets the logger told about every event the
-// publisher refused (default: none; they are counted in
-// MiddlewareStats.SinkErrors).
+// publisher refused (they are also counted in MiddlewareStats.SinkErrors)
+// and, once, about an SDK that retries on its own under the middleware
+// (default slog.Default()).
 func WithMiddlewareLogger(l *slog.Logger) MiddlewareOption {
 	return func(o *middlewareOptions) error {
 		if l == nil {
@@ -301,11 +324,15 @@ func NewMiddleware(pub *Publisher, opts ...MiddlewareOption) (*Middleware, error
 			return nil, err
 		}
 	}
-	ro := retry.Options{Policy: retry.Policy(o.policy), Sink: pub.p, Logger: o.log}
-	if len(o.classifiers) > 0 {
-		ro.Classifier = o.classifiers
+	if o.policy == (Policy{}) {
+		o.policy = DefaultPolicy()
 	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	ro := retry.Options{Policy: retry.Policy(o.policy), Sink: pub.p, Logger: o.log}
 	m := &Middleware{closeFleet: func() {}}
+	ro.Classifier, m.classified, m.anyProvider = o.classifiers.withBuiltins()
 	if o.fleet != nil {
 		b := o.breaker
 		b.OnStateChange = nil // the fleet's guards tell o.onChange
@@ -340,7 +367,7 @@ func NewMiddleware(pub *Publisher, opts ...MiddlewareOption) (*Middleware, error
 func (m *Middleware) Close() { m.closeOnce.Do(m.closeFleet) }
 
 // BreakerState is the state of the circuit breaker of upstream (a Call's
-// Upstream, by default provider/model): "closed", "open" or "half-open"
+// Upstream, by default provider/model): "closed", "open" or "half_open"
 // (a probe in flight). With WithFleetLimits it is the fleet's breaker,
 // whichever process opened it (this process's own while it decides
 // alone).
@@ -355,16 +382,23 @@ func (m *Middleware) Stats() MiddlewareStats { return MiddlewareStats(m.mw.Stats
 // returns the result of the first successful attempt, or a *CallError.
 //
 // fn receives the attempt's context (ctx, bounded by
-// Policy.AttemptTimeout when set) and its Attempt, and returns its result,
+// Policy.AttemptTimeout and, once fn reports a stream's Progress, by
+// Policy.StreamIdleTimeout) and its Attempt, and returns its result,
 // what it learned from the provider (its usage, on error too) and its
 // error. Every attempt yields exactly one event, handed to the publisher
-// before Do goes on; the caller's cancellation is never retried. A panic of
+// before Do goes on; the caller's cancellation is never retried. A call
+// to a provider that no classifier is for is refused with ErrNoClassifier,
+// before any attempt and without any event. A panic of
 // fn is recorded as the call's final attempt and then goes on to the
 // caller.
 func Do[T any](ctx context.Context, m *Middleware, call Call, fn func(ctx context.Context, a Attempt) (T, Report, error)) (T, error) {
 	if m == nil || fn == nil {
 		var zero T
 		return zero, fmt.Errorf("%w: the middleware and the function are required", ErrInvalidCall)
+	}
+	if err := m.checkClassified(call.Provider); err != nil {
+		var zero T
+		return zero, err
 	}
 	v, err := retry.Do(ctx, m.mw, retry.Call(call), func(ctx context.Context, a retry.Attempt) (T, retry.Report, error) {
 		v, r, err := fn(ctx, Attempt(a))
@@ -392,3 +426,12 @@ func publicCallError(err error) error {
 	}
 	return err
 }
+
+// Progress tells the middleware that the attempt whose context is ctx (the
+// one Do gave fn, or one made from it) received more of its stream: from
+// now on it waits at most Policy.StreamIdleTimeout for the next progress
+// instead of the attempt timeout. Call it for each event of a stream read
+// without a provider adapter's client options (which report it
+// themselves); a stream never reported is bounded by the attempt timeout
+// as a whole. It does nothing for a context of no attempt.
+func Progress(ctx context.Context) { retry.Progress(ctx) }

@@ -10,12 +10,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/emit"
-	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
-// Stream is the name of the JetStream stream of attempt events.
-const Stream = names.AttemptsStream
+// Stream is the name of the JetStream stream of attempt events
+// (docs/contract.md).
+const Stream = "LEDGER_ATTEMPTS"
 
 var (
 	// ErrNoStream is returned by NewPublisher when the stream of attempt

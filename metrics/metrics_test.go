@@ -13,6 +13,7 @@ import (
 	"github.com/agentledger/ledger"
 	"github.com/agentledger/ledger/ledgertest"
 	"github.com/agentledger/ledger/metrics"
+	"github.com/agentledger/ledger/provider/openai" // classifies its calls
 )
 
 func TestCollectors(t *testing.T) {
@@ -23,7 +24,7 @@ func TestCollectors(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.PublisherCollector(pub), metrics.MiddlewareCollector(mw))
 	for i := range 3 {
-		_, err := ledger.Do(t.Context(), mw, ledger.Call{SessionID: "s", Provider: "p", Model: "m"},
+		_, err := ledger.Do(t.Context(), mw, ledger.Call{SessionID: "s", Provider: openai.Name, Model: "m"},
 			func(context.Context, ledger.Attempt) (int, ledger.Report, error) { return i, ledger.Report{}, nil })
 		require.NoError(t, err)
 	}

@@ -70,12 +70,12 @@ func run(ctx context.Context, cfg config, connect ...ledger.ConnectOption) (stri
 			slog.Error("agent: events undelivered", "undelivered", st.Undelivered, "err", err)
 		}
 	}()
-	mw, err := ledger.NewMiddleware(pub, ledger.WithPolicy(cfg.Policy), ledger.WithClassifiers(anthropic.Classifier))
+	mw, err := ledger.NewMiddleware(pub, ledger.WithPolicy(cfg.Policy)) // classifies the errors of the SDKs whose adapter is imported
 	if err != nil {
 		return "", err
 	}
 	defer mw.Close()
-	client := sdk.NewClient(append(cfg.Options, anthropic.ClientOptions()...)...) // the SDK's own retries off: the middleware is the only retry layer
+	client := sdk.NewClient(append(cfg.Options, anthropic.ClientOptions()...)...) // the SDK's own retries off (the middleware is the only retry layer), stream progress reported
 
 	call := ledger.Call{SessionID: cfg.Session, RequestID: cfg.RequestID, Provider: anthropic.Name, Model: cfg.Model}
 	msg, err := ledger.Do(ctx, mw, call, func(ctx context.Context, a ledger.Attempt) (*sdk.Message, ledger.Report, error) {

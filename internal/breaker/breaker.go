@@ -24,7 +24,8 @@ const (
 	HalfOpen
 )
 
-// String returns "closed", "open" or "half-open".
+// String returns "closed", "open" or "half_open", the spelling of the
+// fleet's records (docs/fleet.md).
 func (s State) String() string {
 	switch s {
 	case Closed:
@@ -32,7 +33,7 @@ func (s State) String() string {
 	case Open:
 		return "open"
 	case HalfOpen:
-		return "half-open"
+		return "half_open"
 	default:
 		return "State(" + strconv.Itoa(int(s)) + ")"
 	}

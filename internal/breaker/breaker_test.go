@@ -622,7 +622,7 @@ func TestStrings(t *testing.T) {
 	}{
 		{breaker.Closed.String(), "closed"},
 		{breaker.Open.String(), "open"},
-		{breaker.HalfOpen.String(), "half-open"},
+		{breaker.HalfOpen.String(), "half_open"},
 		{breaker.State(9).String(), "State(9)"},
 		{breaker.Success.String(), "success"},
 		{breaker.Failure.String(), "failure"},

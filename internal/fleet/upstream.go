@@ -239,7 +239,7 @@ func (e *OpenError) As(target any) bool {
 
 func (e *OpenError) Error() string {
 	if e.State == breaker.HalfOpen {
-		return "fleet breaker of " + e.Upstream + ": " + breaker.ErrCircuitOpen.Error() + " (half-open: the fleet's probe is in flight at " + e.Probe + ")"
+		return "fleet breaker of " + e.Upstream + ": " + breaker.ErrCircuitOpen.Error() + " (half_open: the fleet's probe is in flight at " + e.Probe + ")"
 	}
 	s := "fleet breaker of " + e.Upstream + ": " + breaker.ErrCircuitOpen.Error() + " until " + e.Until.UTC().Format(time.RFC3339Nano)
 	if e.By != "" {

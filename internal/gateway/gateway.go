@@ -143,6 +143,13 @@ func New(cfg Config) (*Gateway, error) {
 		g.origins[p] = u
 	}
 	ro := cfg.Retry
+	if ro.Policy == (retry.Policy{}) {
+		ro.Policy = retry.DefaultPolicy()
+	}
+	// The gateway bounds its attempts itself, event by event
+	// (AttemptTimeout, StreamIdleTimeout): the policy's would cut a stream
+	// longer than its attempt timeout.
+	ro.Policy.AttemptTimeout, ro.Policy.StreamIdleTimeout = 0, 0
 	ro.Sink = trackingSink{next: cfg.Retry.Sink}
 	ro.Classifier = retry.Chain{classifier{}, cfg.Retry.Classifier}
 	mw, err := retry.New(ro)

@@ -153,13 +153,16 @@ func TestDoAllocations(t *testing.T) {
 		fn    func(context.Context, Attempt) (int, Report, error)
 		limit float64
 	}{
-		{"success", noopFn, 3},
+		// Each attempt's context takes 7 of them: the attemptCtx with its
+		// HTTP trace (the struct, the trace's value and its two hooks) and
+		// its timeouts (the cancelable context, the timer and its func).
+		{"success", noopFn, 10},
 		{"retry then success", func(_ context.Context, a Attempt) (int, Report, error) {
 			if a.Number == 0 {
 				return 0, benchUsage, failure
 			}
 			return 1, benchUsage, nil
-		}, 8},
+		}, 25},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

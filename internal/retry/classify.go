@@ -127,11 +127,13 @@ func ClassifyTransport(callerCtx context.Context, err error) (Classification, bo
 		return Classification{Kind: events.KindCanceled, Message: Truncate(context.Cause(callerCtx).Error())}, true
 	}
 	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		// The caller's context is live, so this was the attempt's own
+		// timeout (a *TimeoutError also wraps the context.Canceled its
+		// end gave fn).
+		return Classification{Kind: events.KindTimeout, Retryable: true, Message: Truncate(err.Error())}, true
 	case errors.Is(err, context.Canceled):
 		return Classification{Kind: events.KindCanceled, Message: Truncate(err.Error())}, true
-	case errors.Is(err, context.DeadlineExceeded):
-		// The caller's context is live, so this was the attempt's own timeout.
-		return Classification{Kind: events.KindTimeout, Retryable: true, Message: Truncate(err.Error())}, true
 	}
 	if ne, ok := findNetError(err); ok {
 		if ne.Timeout() {

@@ -39,6 +39,18 @@
 // holds and retry budget per account, and the upstream's breaker shared
 // with every other account.
 //
+// # Attempt timeouts and an SDK's own retries
+//
+// Each attempt runs under its own context (deadline.go): the caller's,
+// bounded by Policy.AttemptTimeout until its answer or, for a stream,
+// until its first Progress, and after that by Policy.StreamIdleTimeout
+// between two reports of Progress: the gateway's mechanism, with its
+// defaults (10 and 5 minutes). StreamProgress and ProgressTransport let
+// the provider adapters report each read of a streamed body. The same
+// context carries an HTTP client trace that notices an SDK retrying on
+// its own within one attempt (X-Stainless-Retry-Count above 0, or a
+// second request written), which the middleware logs once at WARN.
+//
 // # Events
 //
 // Events go to a Sink (the emit package's publisher in production,

@@ -104,8 +104,10 @@ type Options struct {
 	// requires of event_id; New calls it once to check. Nil selects ULIDs
 	// stamped with Clock's time, monotonic within a millisecond.
 	NewID func() string
-	// Logger receives a record for every event the Sink refused. Nil
-	// discards them (they are still counted in Stats.SinkErrors).
+	// Logger receives a record for every event the Sink refused, and a
+	// warning (once) when an SDK retries on its own within an attempt.
+	// Nil discards them (refused events are still counted in
+	// Stats.SinkErrors).
 	Logger *slog.Logger
 	// OnSinkError, when set, is called for every event the Sink refused,
 	// on the caller's goroutine. It must be quick and must not retain ev.
@@ -138,6 +140,8 @@ type Middleware struct {
 	ulids       *ulidSource
 	logger      *slog.Logger
 	onSinkError func(*events.Attempt, error)
+
+	sdkRetryWarned atomic.Bool // an SDK's own retry was logged
 
 	calls, attempts, retries, rejections, waits, published, sinkErrors, panics atomic.Uint64
 }
@@ -217,7 +221,8 @@ func (m *Middleware) Stats() Stats {
 // returns the result of the first successful attempt or a *CallError.
 //
 // fn receives the attempt's context (the caller's, bounded by
-// Policy.AttemptTimeout when set) and its Attempt, and returns its result,
+// Policy.AttemptTimeout and, once fn reports a stream's Progress, by
+// Policy.StreamIdleTimeout) and its Attempt, and returns its result,
 // what it learned from the provider (on error too) and its error. Every
 // attempt yields exactly one event, published before Do goes on; see the
 // package documentation for when Do stops.
@@ -277,13 +282,10 @@ func Do[T any](ctx context.Context, m *Middleware, call Call, fn func(ctx contex
 // attempt calls fn once under the attempt's context. Should fn panic (or
 // exit its goroutine), m.end records the attempt.
 func attempt[T any](r *run, a Attempt, fn func(context.Context, Attempt) (T, Report, error)) (T, Report, error) {
-	ctx := r.ctx
-	if r.m.policy.AttemptTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.m.policy.AttemptTimeout)
-		defer cancel()
-	}
-	return fn(ctx, a)
+	ctx, stop := r.m.newAttemptCtx(r.ctx)
+	defer stop()
+	v, rep, err := fn(ctx, a)
+	return v, rep, timedOut(ctx, err)
 }
 
 // run is the state of one call to Do. Runs are pooled; ev and aerr are

@@ -73,8 +73,9 @@ func TestDoSuccessFirstTry(t *testing.T) {
 		advance: 250 * time.Millisecond,
 		report:  Report{Usage: usage, ProviderRequestID: "req_0001"},
 		check: func(ctx context.Context, a Attempt) {
-			_, hasDeadline := ctx.Deadline()
-			assert.False(t, hasDeadline, "no attempt timeout by default")
+			dl, hasDeadline := ctx.Deadline()
+			assert.True(t, hasDeadline, "the default attempt timeout")
+			assert.WithinDuration(t, time.Now().Add(DefaultAttemptTimeout), dl, time.Minute)
 		},
 	}}}
 
@@ -511,8 +512,8 @@ func TestDoCircuitOpensAcrossCalls(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, []string{
 		"anthropic/claude-test:closed->open",
-		"anthropic/claude-test:open->half-open",
-		"anthropic/claude-test:half-open->closed",
+		"anthropic/claude-test:open->half_open",
+		"anthropic/claude-test:half_open->closed",
 	}, transitions)
 }
 

@@ -29,6 +29,12 @@ const (
 	DefaultMaxDelay   = 30 * time.Second
 	DefaultJitter     = 0.2
 	DefaultHintCap    = 60 * time.Second
+	// DefaultAttemptTimeout and DefaultStreamIdleTimeout are the
+	// gateway's defaults (internal/gateway): an attempt waits at most 10
+	// minutes for its answer (a stream's first progress), and a stream at
+	// most 5 minutes between two reports of progress.
+	DefaultAttemptTimeout    = 10 * time.Minute
+	DefaultStreamIdleTimeout = 5 * time.Minute
 )
 
 // Policy says how often and how patiently a call is retried. Start from
@@ -51,22 +57,32 @@ type Policy struct {
 	// A longer hint ends the call at once instead of waiting. It must be
 	// positive.
 	HintCap time.Duration
-	// AttemptTimeout bounds each attempt with its own context deadline; 0
-	// means none. The expiry of an attempt's timeout is retryable; the
+	// AttemptTimeout bounds each attempt until its answer: the whole
+	// attempt of a call that does not stream, and the wait for the first
+	// Progress of a stream (its first-byte timeout). 0 means none. The
+	// expiry of an attempt's timeout (ErrAttemptTimeout) is retryable; the
 	// caller's own deadline is not. It must not be negative.
 	AttemptTimeout time.Duration
+	// StreamIdleTimeout bounds the silence of a stream after its first
+	// Progress: each report gives it StreamIdleTimeout more
+	// (ErrStreamIdleTimeout, retryable). 0 means none, and then
+	// AttemptTimeout bounds the whole stream. It must not be negative.
+	StreamIdleTimeout time.Duration
 }
 
 // DefaultPolicy returns 2 retries (3 attempts), a 1 s base delay doubling
 // per retry with ±20 % jitter, capped at 30 s, server hints honoured up to
-// 60 s, and no attempt timeout.
+// 60 s, an attempt timeout (a stream's first-byte timeout) of 10 min and a
+// stream idle timeout of 5 min, as the gateway's.
 func DefaultPolicy() Policy {
 	return Policy{
-		MaxRetries: DefaultMaxRetries,
-		BaseDelay:  DefaultBaseDelay,
-		MaxDelay:   DefaultMaxDelay,
-		Jitter:     DefaultJitter,
-		HintCap:    DefaultHintCap,
+		MaxRetries:        DefaultMaxRetries,
+		BaseDelay:         DefaultBaseDelay,
+		MaxDelay:          DefaultMaxDelay,
+		Jitter:            DefaultJitter,
+		HintCap:           DefaultHintCap,
+		AttemptTimeout:    DefaultAttemptTimeout,
+		StreamIdleTimeout: DefaultStreamIdleTimeout,
 	}
 }
 
@@ -89,6 +105,9 @@ func (p Policy) Validate() error {
 		return &PolicyError{Field: "HintCap", Rule: "is " + p.HintCap.String() + "; it must be positive"}
 	case p.AttemptTimeout < 0:
 		return &PolicyError{Field: "AttemptTimeout", Rule: "is " + p.AttemptTimeout.String() +
+			"; it must not be negative (0 means none)"}
+	case p.StreamIdleTimeout < 0:
+		return &PolicyError{Field: "StreamIdleTimeout", Rule: "is " + p.StreamIdleTimeout.String() +
 			"; it must not be negative (0 means none)"}
 	}
 	return nil

@@ -14,7 +14,7 @@ func TestDefaultPolicy(t *testing.T) {
 	p := DefaultPolicy()
 	assert.Equal(t, Policy{
 		MaxRetries: 2, BaseDelay: time.Second, MaxDelay: 30 * time.Second,
-		Jitter: 0.2, HintCap: 60 * time.Second, AttemptTimeout: 0,
+		Jitter: 0.2, HintCap: 60 * time.Second, AttemptTimeout: 10 * time.Minute, StreamIdleTimeout: 5 * time.Minute,
 	}, p)
 	require.NoError(t, p.Validate())
 }

@@ -46,10 +46,11 @@ func ExampleStreamUsage() {
 }
 
 // Every client used under the middleware is built with ClientOptions, so
-// that the SDK does not retry on its own.
+// that the SDK does not retry on its own and a stream reports its progress
+// to the middleware (its idle timeout).
 func ExampleClientOptions() {
 	client := sdk.NewClient(anthropic.ClientOptions()...)
 	_ = client
-	fmt.Println(len(anthropic.ClientOptions()), "option: max retries 0")
-	// Output: 1 option: max retries 0
+	fmt.Println(len(anthropic.ClientOptions()), "options: max retries 0, stream progress")
+	// Output: 2 options: max retries 0, stream progress
 }

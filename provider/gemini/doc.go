@@ -3,7 +3,7 @@
 // errors (Classifier), the usage of a response or of a stream that failed
 // midway (UsageOf, MetadataUsage, StreamUsage), the client and request
 // configuration that turns the SDK's own extra requests off (ClientConfig,
-// GenerateContentConfig, NoRetries), and the response's id (RequestID).
+// GenerateContentConfig, NoRetries), and the response's id (ResponseID).
 //
 // genai sends extra requests of its own in two ways, both of which must be
 // off under the middleware, since each is a billed attempt the ledger

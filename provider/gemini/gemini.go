@@ -8,14 +8,22 @@ import (
 	"github.com/agentledger/ledger"
 	"github.com/agentledger/ledger/internal/bridge"
 	impl "github.com/agentledger/ledger/internal/provider/gemini"
+	"github.com/agentledger/ledger/internal/retry"
 )
+
+// Importing the package makes every ledger middleware classify the
+// SDK's errors by default (without WithClassifiers).
+func init() { retry.RegisterClassifier(Name, impl.Classifier) }
 
 // Name is the provider of the calls made with this SDK, for ledger.Call.
 const Name = "gemini"
 
 // Classifier classifies the errors of the Gen AI SDK, for
-// ledger.WithClassifiers. It is safe for concurrent use.
-var Classifier ledger.Classifier = ledger.ClassifierFunc(Classify)
+// ledger.WithClassifiers, named for Name. The middleware classifies this
+// SDK's errors without it (this package registers them when imported); it
+// is for a chain of one's own. It is safe for
+// concurrent use.
+var Classifier = ledger.ClassifierFor(Name, ledger.ClassifierFunc(Classify))
 
 // Classify classifies a genai.APIError (or *genai.APIError) anywhere in
 // err's chain: by its HTTP status, google.rpc status and details (the
@@ -56,10 +64,19 @@ func MetadataUsage(m *genai.GenerateContentResponseUsageMetadata) ledger.Usage {
 	return ledger.Usage(impl.MetadataUsage(m))
 }
 
-// RequestID returns the response's responseId, or "" when there is none
-// or it does not fit the contract. The Gemini API sends no request-id
-// header, and its errors carry no identifier.
-func RequestID(resp *genai.GenerateContentResponse) string { return impl.RequestID(resp) }
+// ResponseID returns the response's responseId, the provider's name of
+// the request for Report.ProviderRequestID, or "" when there is none or it
+// does not fit the contract. The Gemini API sends no request-id header
+// (the other adapters' RequestID reads one), and its errors carry no
+// identifier.
+func ResponseID(resp *genai.GenerateContentResponse) string { return impl.RequestID(resp) }
+
+// RequestID is ResponseID.
+//
+// Deprecated: use ResponseID. In the other adapters RequestID reads a
+// response header, which Gemini does not send; this one takes the
+// response, hence the new name.
+func RequestID(resp *genai.GenerateContentResponse) string { return ResponseID(resp) }
 
 // StreamUsage follows the usage of a GenerateContentStream, so that a
 // stream that fails midway still yields what its last chunk reported.

@@ -11,7 +11,12 @@ import (
 	"github.com/agentledger/ledger"
 	"github.com/agentledger/ledger/internal/bridge"
 	impl "github.com/agentledger/ledger/internal/provider/openai"
+	"github.com/agentledger/ledger/internal/retry"
 )
+
+// Importing the package makes every ledger middleware classify the
+// SDK's errors by default (without WithClassifiers).
+func init() { retry.RegisterClassifier(Name, impl.Classifier) }
 
 // Name is the provider of the calls made with this SDK, for ledger.Call.
 const Name = "openai"
@@ -21,8 +26,11 @@ const Name = "openai"
 const RequestIDHeader = "x-request-id"
 
 // Classifier classifies the errors of the OpenAI SDK, for
-// ledger.WithClassifiers. It is safe for concurrent use.
-var Classifier ledger.Classifier = ledger.ClassifierFunc(Classify)
+// ledger.WithClassifiers, named for Name. The middleware classifies this
+// SDK's errors without it (this package registers them when imported); it
+// is for a chain of one's own. It is safe for
+// concurrent use.
+var Classifier = ledger.ClassifierFor(Name, ledger.ClassifierFunc(Classify))
 
 // Classify classifies a *openai.Error (by its status, x-should-retry and
 // Retry-After headers; a 429 without Retry-After takes its hint from the

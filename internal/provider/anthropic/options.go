@@ -1,6 +1,12 @@
 package anthropic
 
-import "github.com/anthropics/anthropic-sdk-go/v2/option"
+import (
+	"net/http"
+
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/agentledger/ledger/internal/retry"
+)
 
 // ClientOptions returns the options every client used under the retry
 // middleware must be built with: the SDK's own retries off (it retries
@@ -11,6 +17,18 @@ import "github.com/anthropics/anthropic-sdk-go/v2/option"
 // An attempt timeout belongs to the middleware (a context deadline on the
 // attempt); option.WithRequestTimeout works too and makes the call return
 // context.DeadlineExceeded.
+//
+// The second option reports the progress of each stream to the
+// middleware (retry.StreamProgress), so that a stream is bounded by the
+// policy's idle timeout after its first byte rather than by its attempt
+// timeout as a whole.
 func ClientOptions() []option.RequestOption {
-	return []option.RequestOption{option.WithMaxRetries(0)}
+	return []option.RequestOption{option.WithMaxRetries(0), option.WithMiddleware(streamProgress)}
+}
+
+// streamProgress is the SDK middleware that reports a stream's progress.
+func streamProgress(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	resp, err := next(req)
+	retry.StreamProgress(req.Context(), resp)
+	return resp, err
 }

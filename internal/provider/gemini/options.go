@@ -1,6 +1,12 @@
 package gemini
 
-import "google.golang.org/genai"
+import (
+	"net/http"
+
+	"google.golang.org/genai"
+
+	"github.com/agentledger/ledger/internal/retry"
+)
 
 // NoRetries returns retry options that make genai send each request once:
 // one attempt, no retry. Set them as HTTPOptions.RetryOptions of a request
@@ -13,7 +19,10 @@ func NoRetries() *genai.HTTPRetryOptions {
 
 // ClientConfig returns a copy of base (nil is the zero config) with the
 // SDK's HTTP retries off, for genai.NewClient. base is not modified; its
-// headers are copied.
+// headers and HTTP client are copied. The client's transport reports the
+// progress of each stream to the middleware (retry.ProgressTransport), so
+// that a stream is bounded by the policy's idle timeout after its first
+// byte rather than by its attempt timeout as a whole.
 //
 // Automatic continuation is a per-request setting: build each request's
 // config with GenerateContentConfig as well.
@@ -24,6 +33,12 @@ func ClientConfig(base *genai.ClientConfig) *genai.ClientConfig {
 		cc.HTTPOptions.Headers = base.HTTPOptions.Headers.Clone()
 	}
 	cc.HTTPOptions.RetryOptions = NoRetries()
+	hc := &http.Client{}
+	if cc.HTTPClient != nil {
+		*hc = *cc.HTTPClient
+	}
+	hc.Transport = retry.ProgressTransport(hc.Transport)
+	cc.HTTPClient = hc
 	return &cc
 }
 
