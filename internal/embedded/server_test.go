@@ -48,7 +48,7 @@ func TestDurableByDefault(t *testing.T) {
 // run` start from, and the shipped deployment example with the NATS
 // roles set sync_interval: always.
 func TestRepoConfigIsDurable(t *testing.T) {
-	for _, role := range []string{"PUBLISHER", "GATEWAY", "AGGREGATOR", "READER", "OPERATOR"} {
+	for _, role := range []string{"PUBLISHER", "AGENT", "GATEWAY", "AGGREGATOR", "READER", "OPERATOR"} {
 		t.Setenv("LEDGER_"+role+"_PASSWORD", "test")
 	}
 	for _, file := range []string{"nats.conf", filepath.Join("examples", "nats", "roles.conf")} {
