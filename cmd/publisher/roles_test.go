@@ -87,6 +87,7 @@ func TestSimulateFleetLimitsWithTheAgentRole(t *testing.T) {
 			}
 			assert.Equal(t, cli.ExitUsage, cli.Code(err))
 			assert.ErrorContains(t, err, c.want)
+			assert.NotContains(t, err.Error(), "not ready within", "a refusal, not a timeout")
 		})
 	}
 }
