@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -159,14 +160,9 @@ func TestBugFixStory(t *testing.T) {
 // report --at gives the totals of exactly the events stored up to then;
 // verify exits 2 when it cannot run.
 func TestReportAtAndErrors(t *testing.T) {
-	srv, _, js := natstest.StartJS(t)
+	srv, js, stream, first, second := twoWorkloads(t, 5, 6, 20)
 	url := srv.URL()
 	ctx := context.Background()
-	stream, err := topology.EnsureAttempts(ctx, js, topology.Config{})
-	require.NoError(t, err)
-	rng := rand.New(rand.NewPCG(5, 6))
-	first := ledgertest.Generate(rng, ledgertest.Spec{Sessions: 1, Calls: 20, Prefix: "a-"})
-	second := ledgertest.Generate(rng, ledgertest.Spec{Sessions: 1, Calls: 20, Prefix: "b-", FirstEvent: 1000})
 	ledgertest.Publish(t, js, first.Messages)
 	info, err := stream.Info(ctx)
 	require.NoError(t, err)
@@ -228,10 +224,43 @@ func TestReportNotesAcceptedLoss(t *testing.T) {
 	code, _, stderr := run(t, "rebuild", "--nats-url", srv.URL(), "--lease-ttl", "1s")
 	require.Equal(t, cli.ExitUsage, code)
 	require.Contains(t, stderr, "--accept-loss")
-	code, _, stderr = run(t, "rebuild", "--nats-url", srv.URL(), "--lease-ttl", "1s", "--accept-loss")
+	code, out, stderr := run(t, "rebuild", "--nats-url", srv.URL(), "--lease-ttl", "1s", "--accept-loss")
 	require.Equal(t, cli.ExitOK, code, stderr)
-	code, out, stderr := run(t, "report", "--nats-url", srv.URL())
+	require.Contains(t, out, "projected 10 events", "the events the stream still held, not its last sequence")
+	code, out, stderr = run(t, "report", "--nats-url", srv.URL())
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Contains(t, out, "sess-0")
 	require.Regexp(t, `note: the ledger was rebuilt without events 1 to \d+ of LEDGER_ATTEMPTS`, stderr)
+}
+
+// wait that gives up says how far the ledger got: its checkpoint, not 0
+// (the read at the deadline failed and used to overwrite it).
+func TestWaitTimeoutSaysTheCheckpoint(t *testing.T) {
+	srv, js, _, before, after := twoWorkloads(t, 7, 8, 5)
+	ctx := context.Background()
+	ledgertest.Publish(t, js, before.Messages)
+	stop := aggregator(t, js, nil)
+	ledgertest.WaitCaughtUp(t, js)
+	stop()
+	checkpoint, err := projection.ReadCheckpoint(ctx, js)
+	require.NoError(t, err)
+	require.Positive(t, checkpoint)
+	ledgertest.Publish(t, js, after.Messages)
+
+	code, _, stderr := run(t, "wait", "--nats-url", srv.URL(), "--timeout", "200ms")
+	require.Equal(t, cli.ExitFailed, code, stderr)
+	require.Contains(t, stderr, fmt.Sprintf("applied %d of %d", checkpoint, uint64(len(before.Messages)+len(after.Messages))))
+}
+
+// twoWorkloads starts a server with LEDGER_ATTEMPTS and generates two
+// workloads of one session and calls calls each, sessions "a-" and "b-".
+func twoWorkloads(t *testing.T, seed1, seed2 uint64, calls int) (*natstest.Server, jetstream.JetStream, jetstream.Stream, *ledgertest.Workload, *ledgertest.Workload) {
+	t.Helper()
+	srv, _, js := natstest.StartJS(t)
+	stream, err := topology.EnsureAttempts(context.Background(), js, topology.Config{})
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(seed1, seed2))
+	first := ledgertest.Generate(rng, ledgertest.Spec{Sessions: 1, Calls: calls, Prefix: "a-"})
+	second := ledgertest.Generate(rng, ledgertest.Spec{Sessions: 1, Calls: calls, Prefix: "b-", FirstEvent: 10_000})
+	return srv, js, stream, first, second
 }

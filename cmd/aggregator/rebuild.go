@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/cli"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/progress"
 	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/topology"
@@ -40,6 +41,12 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	log, err := cf.logger()
 	if err != nil {
 		return err
+	}
+	// The events projected are the stream's, from its first sequence: after
+	// a loss (--accept-loss) the first is past 1.
+	first := uint64(1)
+	if st, err := conn.JS.Stream(ctx, names.AttemptsStream); err == nil {
+		first = max(st.CachedInfo().State.FirstSeq, 1)
 	}
 	start := time.Now()
 	var mu sync.Mutex
@@ -80,6 +87,9 @@ func rebuildCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		return err
 	}
 	el := time.Since(start)
+	if done >= first {
+		done -= first - 1
+	}
 	fmt.Fprintf(stdout, "rebuilt the ledger in %s: projected %d events in %s (%.0f events/s), then switched over; the live aggregator resumes from there\n",
 		el.Round(time.Millisecond), done, projected.Round(time.Millisecond), float64(done)/max(projected.Seconds(), 1e-3))
 	return nil

@@ -71,6 +71,16 @@ func TestEveryCommandRunsWithItsRoleOnly(t *testing.T) {
 		assert.Contains(t, stdout, c.want, c.args[0])
 		assert.NotContains(t, stderr, "permission", c.args[0])
 	}
+
+	// After the rebuild's switch the aggregator's cache is gone: the next
+	// batch reads its records from the buckets, many keys at once
+	// ($JS.API.DIRECT.GET.<stream>, multi_last), which its role must grant.
+	w2 := ledgertest.Generate(rand.New(rand.NewPCG(5, 6)), ledgertest.Spec{Sessions: 2, Calls: 10, Prefix: "role2-"})
+	ledgertest.Publish(t, pub, w2.Messages)
+	for _, args := range [][]string{{"wait", "--timeout", "30s"}, {"verify"}} {
+		code, stdout, stderr := runAs(t, ctx, as(srv, "reader", args...))
+		require.Equal(t, 0, code, "%s after the rebuild: stdout:\n%s\nstderr:\n%s\naggregator:\n%s", args[0], stdout, stderr, runErr.String())
+	}
 	stopRun()
 	assert.Equal(t, 0, <-done, runErr.String())
 	assert.NotContains(t, runErr.String(), "permission")

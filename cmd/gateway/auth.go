@@ -94,9 +94,18 @@ the key file, with the key's SHA-256, on the second. Add the entry to the
      "labels": {"team": "a"}}                (kept, not yet applied)
   ]}`
 
+// isHelp reports whether args ask for keyCommand's usage: "-h", "help",
+// or "new -h" (not a key for a client named "-h").
+func isHelp(args []string) bool {
+	if len(args) == 2 && args[0] == "new" {
+		args = args[1:]
+	}
+	return len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help")
+}
+
 // keyCommand runs "gateway key new NAME".
 func keyCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+	if isHelp(args) {
 		fmt.Fprintln(stdout, keyUsage)
 		return cli.ExitOK
 	}

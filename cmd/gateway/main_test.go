@@ -274,6 +274,17 @@ func TestInsecureNoAuthWarns(t *testing.T) {
 	assert.Contains(t, errb.String(), "level=WARN msg=\"gateway: serving without client keys (--insecure-no-auth)")
 }
 
+// "gateway key new -h" prints the usage; it makes no key for a client
+// named "-h".
+func TestKeyNewHelp(t *testing.T) {
+	for _, args := range [][]string{{"key", "-h"}, {"key", "new", "-h"}, {"key", "new", "--help"}} {
+		var out bytes.Buffer
+		require.Equal(t, cli.ExitOK, command(context.Background(), args, &out, io.Discard), args)
+		assert.Contains(t, out.String(), "usage: gateway key new NAME", args)
+		assert.NotContains(t, out.String(), "lk-", args)
+	}
+}
+
 // gateway key new makes a key and its entry; with the file the gateway
 // serves any address, refuses a call without a known key with 401 before
 // it reaches the provider or the ledger, and sends the key's credential

@@ -60,3 +60,34 @@ func TestIngestWithThePublisherRole(t *testing.T) {
 		})
 	}
 }
+
+// An agent that shares the fleet's limits (simulate --fleet-limits on)
+// runs with exactly the agent role of the shipped example; the publisher
+// role, which has no KV, is refused with the subject named.
+func TestSimulateFleetLimitsWithTheAgentRole(t *testing.T) {
+	for _, c := range []struct {
+		role string
+		want string // the subject the error names; "" for success
+	}{
+		{"agent", ""},
+		{"publisher", `may not publish to "$JS.API.STREAM.INFO.KV_ledger_upstreams"`},
+	} {
+		t.Run(c.role, func(t *testing.T) {
+			srv := ledgertest.StartRoles(t)
+			args := append([]string{"simulate", "--fleet-limits", "on", "--sessions", "2", "--calls", "3",
+				"--rate-limit", "0", "--overload", "0", "--server-error", "0", "--billed-timeout", "0", "--bad-request", "0",
+				"--progress", "0"}, srv.RoleArgs(c.role)...)
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), args, strings.NewReader(""), &stdout, &stderr)
+			if c.want == "" {
+				require.NoError(t, err, stderr.String())
+				assert.Contains(t, stdout.String(), "6 acked")
+				assert.NotContains(t, stderr.String(), "permission")
+				return
+			}
+			assert.Equal(t, cli.ExitUsage, cli.Code(err))
+			assert.ErrorContains(t, err, c.want)
+			assert.NotContains(t, err.Error(), "not ready within", "a refusal, not a timeout")
+		})
+	}
+}

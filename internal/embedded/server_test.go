@@ -45,9 +45,15 @@ func TestDurableByDefault(t *testing.T) {
 }
 
 // The repository's nats.conf, which `make run` and a bare `aggregator
-// run` start from, sets sync_interval: always.
+// run` start from, and the shipped deployment example with the NATS
+// roles set sync_interval: always.
 func TestRepoConfigIsDurable(t *testing.T) {
-	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "nats.conf"))
-	require.NoError(t, err)
-	require.True(t, opts.SyncAlways, "nats.conf must set sync_interval: always")
+	for _, role := range []string{"PUBLISHER", "AGENT", "GATEWAY", "AGGREGATOR", "READER", "OPERATOR"} {
+		t.Setenv("LEDGER_"+role+"_PASSWORD", "test")
+	}
+	for _, file := range []string{"nats.conf", filepath.Join("examples", "nats", "roles.conf")} {
+		opts, err := server.ProcessConfigFile(filepath.Join("..", "..", file))
+		require.NoError(t, err, file)
+		require.True(t, opts.SyncAlways, "%s must set sync_interval: always", file)
+	}
 }

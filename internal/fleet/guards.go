@@ -2,12 +2,14 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/ledger/internal/connect"
 	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/names"
 )
@@ -32,6 +34,9 @@ func Guards(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, shared b
 		defer cancel()
 		if err := f.Ready(rctx); err != nil {
 			f.Close()
+			if errors.Is(err, connect.ErrPermission) {
+				return nil, nil, fmt.Errorf("fleet: this NATS user may not use KV bucket %s (an agent sharing fleet limits needs the agent role's grants, docs/security.md; turning fleet limits off keeps the limits per process): %w", names.UpstreamsBucket, err)
+			}
 			return nil, nil, fmt.Errorf("fleet: the shared state in KV bucket %s was not ready within %s (is JetStream enabled, and may this user create and watch that bucket? turning fleet limits off keeps the limits per process): %w", names.UpstreamsBucket, ReadyTimeout, err)
 		}
 		cfg.Shared, closeFleet = f, f.Close

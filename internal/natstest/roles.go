@@ -14,7 +14,7 @@ import (
 )
 
 // Roles are the users of the shipped roles example (examples/nats/roles.conf).
-var Roles = []string{"publisher", "gateway", "aggregator", "reader", "operator"}
+var Roles = []string{"publisher", "agent", "gateway", "aggregator", "reader", "operator"}
 
 // RolesConfig is the path of the shipped example with the ledger's NATS
 // roles.

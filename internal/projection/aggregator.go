@@ -640,11 +640,14 @@ func WaitCaughtUp(ctx context.Context, js jetstream.JetStream, poll time.Duratio
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
-		applied, err = ReadCheckpoint(ctx, js)
+		// A read cut off by the deadline keeps the values of the last
+		// one that succeeded: the caller says how far the ledger got.
+		a, err := ReadCheckpoint(ctx, js)
 		if err != nil && ctx.Err() == nil {
 			return 0, 0, err
 		}
 		if err == nil {
+			applied = a
 			s, serr := js.Stream(ctx, names.AttemptsStream)
 			if serr == nil {
 				info, ierr := s.Info(ctx)
