@@ -236,7 +236,7 @@ func (u *upstream) Observe(now time.Time, o guard.SharedObservation) {
 func (u *upstream) rateLimitedLocked(now time.Time, hint time.Duration) bool {
 	u.allow.lots = nil
 	if !u.knownLocked().Any() {
-		if next := u.inferredLocked(now).Lower(now, hint); next.Known() {
+		if next := u.inferredLocked(now).Lower(now, hint); next.Live(now) {
 			u.inferred, u.pend.limits = next, true
 		}
 	}
@@ -309,7 +309,7 @@ func (u *upstream) writeLimits(ctx context.Context) error {
 				next = limitsRecord{V: recordVersion}
 			}
 			next.Limits = dimsOf[int64](guard.Limits(next.Limits).Over(learned))
-			lower := inferred.Known() && (next.Inferred == nil || inferred.Below(*next.Inferred, now))
+			lower := inferred.Live(now) && (next.Inferred == nil || inferred.Below(*next.Inferred, now))
 			if lower {
 				next.Inferred = &inferred
 			}

@@ -529,5 +529,29 @@ func TestInferredShape(t *testing.T) {
 	assert.Equal(t, i.Limit(soon), i.Lower(soon, 0).Limit(soon), "a storm at one instant lowers it once")
 	later := now.Add(2 * time.Second)
 	assert.Equal(t, int64(496), i.Lower(later, 0).Limit(later), "540 raised by 2 %, less 10 %")
-	assert.Equal(t, int64(810), i.Limit(now.Add(time.Hour)), "at most 1.5 times")
+	assert.Equal(t, int64(810), i.Limit(now.Add(55*time.Second)), "at most 1.5 times")
+	assert.Zero(t, i.Limit(now.Add(InferForget)), "forgotten a quiet minute after its last lowering")
+	assert.True(t, i.Lower(now.Add(InferForget), 0).Limit(now.Add(InferForget)) == 0, "a forgotten limit and no hint: nothing to go by")
+	assert.Equal(t, int64(5400), i.Lower(now.Add(InferForget), 10*time.Millisecond).Limit(now.Add(InferForget)), "a forgotten limit starts again from the hint")
+}
+
+// 429s whose hints are far shorter than one request's interval at the
+// limit in force (a provider's transient refusals, the fault mix of the
+// fake provider) do not ratchet the limit down: with the limit lowered by
+// 10 % on each, 50 such 429s a few seconds apart took a fleet to 5 % of
+// it.
+func TestInferredIgnoresShortHints(t *testing.T) {
+	now := time.Now()
+	i := Inferred{}.Lower(now, 50*time.Millisecond) // 1080 a minute: one request every 55.6 ms
+	require.Equal(t, int64(1080), i.Limit(now))
+	at := now
+	for range 50 {
+		at = at.Add(2 * time.Second)
+		i = i.Lower(at, 5*time.Millisecond) // far shorter than half the interval
+	}
+	assert.GreaterOrEqual(t, i.Limit(at), int64(1080), "short hints leave it where it was (it rose meanwhile)")
+	// A hint of about the interval still lowers it by the margin.
+	j := Inferred{}.Lower(now, 50*time.Millisecond)
+	later := now.Add(time.Second)
+	assert.Equal(t, int64(982), j.Lower(later, 40*time.Millisecond).Limit(later), "1080 raised by 1 % (1091), less 10 %")
 }

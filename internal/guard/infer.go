@@ -13,9 +13,21 @@ import (
 //     bucket takes to hold one more attempt of this cost, so attempts fit
 //     at most one per hint (60 s / hint a minute), and the fleet keeps
 //     InferMargin below that;
+//   - a 429 whose hint says no less than the limit in force lowers it by
+//     InferMargin, at most once per InferQuiet, but only when the hint is
+//     at least half the interval of one request at that limit: a 429 whose
+//     hint is far shorter (the provider's bucket holds one more attempt
+//     long before the next is due at this rate) says the provider refused
+//     for another reason (a transient overload, a fault), not that the
+//     fleet is at its rate, and repeated, such 429s would ratchet the
+//     limit down without end;
 //   - while no 429 comes it rises slowly, by InferRaise of its base a
 //     second, to at most InferCeiling times it, and the next 429 lowers it
-//     again.
+//     again;
+//   - InferForget after its last lowering it is forgotten: the fleet runs
+//     unlimited again until the next 429 says otherwise, so a limit
+//     inferred from one burst does not hold a later run (the fleet keeps
+//     its records for an hour).
 //
 // The zero value is no limit inferred yet.
 type Inferred struct {
@@ -33,15 +45,23 @@ const (
 	// margin alone: the 429s of one excess (the attempts in flight when
 	// it was met) come within it.
 	InferQuiet = 100 * time.Millisecond
+	// InferForget is how long an inferred limit lasts after its last
+	// lowering.
+	InferForget = time.Minute
 )
 
-// Known reports whether a limit was inferred.
+// Known reports whether a limit was inferred (it may since have been
+// forgotten: Live).
 func (i Inferred) Known() bool { return i.Base > 0 }
 
+// Live reports whether the inferred limit is in force at now: known, and
+// lowered less than InferForget before.
+func (i Inferred) Live(now time.Time) bool { return i.Known() && now.Sub(i.At) < InferForget }
+
 // Limit is the limit in force at now, in requests per minute (0 when none
-// is known).
+// is, or it was forgotten).
 func (i Inferred) Limit(now time.Time) int64 {
-	if !i.Known() {
+	if !i.Live(now) {
 		return 0
 	}
 	up := 1.0
@@ -58,7 +78,7 @@ func (i Inferred) Limit(now time.Time) int64 {
 // it once).
 // Without a hint, and no limit yet, there is nothing to go by.
 func (i Inferred) Lower(now time.Time, hint time.Duration) Inferred {
-	if !i.Known() {
+	if !i.Live(now) {
 		if hint <= 0 {
 			return i
 		}
@@ -69,6 +89,9 @@ func (i Inferred) Lower(now time.Time, hint time.Duration) Inferred {
 		if byHint := InferMargin * float64(time.Minute) / float64(hint); byHint < cur {
 			return Inferred{Base: max(1, byHint), At: now}
 		}
+		if interval := float64(time.Minute) / cur; float64(hint) < interval/2 {
+			return i // not a sign of the fleet's rate (see Inferred)
+		}
 	}
 	if now.Sub(i.At) < InferQuiet {
 		return Inferred{Base: cur, At: now}
@@ -76,8 +99,8 @@ func (i Inferred) Lower(now time.Time, hint time.Duration) Inferred {
 	return Inferred{Base: max(1, cur*InferMargin), At: now}
 }
 
-// Below reports whether i says less than o at now (a limit unknown says
-// more than any).
+// Below reports whether i says less than o at now (a limit unknown or
+// forgotten says more than any).
 func (i Inferred) Below(o Inferred, now time.Time) bool {
-	return i.Known() && (!o.Known() || i.Limit(now) < o.Limit(now))
+	return i.Live(now) && (!o.Live(now) || i.Limit(now) < o.Limit(now))
 }
