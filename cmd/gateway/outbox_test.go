@@ -114,9 +114,14 @@ func TestGatewaySIGKILLDuringAnOutageLosesNoEvent(t *testing.T) {
 	_ = gw.Cmd.Wait()
 
 	_, js = srv.Restart(t).Connect(t)
-	again, _ := startGatewayProcess(t, args...)
+	again, _ := startGatewayProcess(t, append(args, "--metrics-addr", "127.0.0.1:0", "--log-format", "json")...)
 	require.Eventually(t, func() bool { return len(streamIDs(ctx, js)) == before+during },
 		30*time.Second, 20*time.Millisecond, "stderr: %s", again.Stderr)
+	// The outbox's depth and what it recovered are in the metrics.
+	metricsAddr := metricsAddrIn(t, again.Stderr.String())
+	assert.Equal(t, float64(during), metric(t, metricsAddr, "ledger_gateway_events_recovered_total"))
+	require.Eventually(t, func() bool { return metric(t, metricsAddr, "ledger_gateway_outbox_events") == 0 },
+		30*time.Second, 20*time.Millisecond, "the outbox empties once the stream acknowledges")
 	require.NoError(t, again.Cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, again.Cmd.Wait(), again.Stderr.String())
 	assert.Contains(t, again.Stderr.String(), "delivering the events an earlier run left in the outbox")

@@ -36,6 +36,9 @@ type GatewaySource struct {
 //	ledger_gateway_events_queued                gauge: attempt events published and not yet acknowledged
 //	ledger_gateway_events_acked_total           counter: attempt events the stream acknowledged
 //	ledger_gateway_events_undelivered           gauge: events never acknowledged (set when the publisher closes)
+//	ledger_gateway_outbox_events                gauge: events kept in the outbox (--outbox), not yet acknowledged
+//	ledger_gateway_outbox_bytes                 gauge: their bytes on disk
+//	ledger_gateway_events_recovered_total       counter: events read back from the outbox an earlier run left
 //
 // plus the Go runtime's and the process's collectors.
 func NewGatewayRegistry(src GatewaySource) *prometheus.Registry {
@@ -78,6 +81,12 @@ func NewGatewayRegistry(src GatewaySource) *prometheus.Registry {
 				Help: "Attempt events the stream acknowledged."}, func() float64 { return float64(ev().Acked) }),
 			gauge("ledger_gateway_events_undelivered", "Attempt events never acknowledged; set when the publisher closes.",
 				func() float64 { return float64(ev().Undelivered) }),
+			gauge("ledger_gateway_outbox_events", "Attempt events kept in the outbox on disk (--outbox), not yet acknowledged.",
+				func() float64 { return float64(ev().OutboxEvents) }),
+			gauge("ledger_gateway_outbox_bytes", "Bytes of the attempt events kept in the outbox on disk.",
+				func() float64 { return float64(ev().OutboxBytes) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ledger_gateway_events_recovered_total",
+				Help: "Attempt events read back from the outbox an earlier run left, and published again."}, func() float64 { return float64(ev().Recovered) }),
 		)
 	}
 	return reg
