@@ -78,7 +78,9 @@ func TestSimulateFleetLimitsWithTheAgentRole(t *testing.T) {
 				"--rate-limit", "0", "--overload", "0", "--server-error", "0", "--billed-timeout", "0", "--bad-request", "0",
 				"--progress", "0"}, srv.RoleArgs(c.role)...)
 			var stdout, stderr bytes.Buffer
+			begin := time.Now()
 			err := run(t.Context(), args, strings.NewReader(""), &stdout, &stderr)
+			took := time.Since(begin)
 			if c.want == "" {
 				require.NoError(t, err, stderr.String())
 				assert.Contains(t, stdout.String(), "6 acked")
@@ -88,6 +90,9 @@ func TestSimulateFleetLimitsWithTheAgentRole(t *testing.T) {
 			assert.Equal(t, cli.ExitUsage, cli.Code(err))
 			assert.ErrorContains(t, err, c.want)
 			assert.NotContains(t, err.Error(), "not ready within", "a refusal, not a timeout")
+			// Told at once: the fleet that never became ready does not
+			// wait out its maintainer's refused request (it took 2 s).
+			assert.Less(t, took, time.Second, "reported within a second")
 		})
 	}
 }

@@ -99,6 +99,14 @@ func (f *Fleet) Ready(ctx context.Context) error {
 	return nil
 }
 
+// abandon closes a Fleet that never became ready: no call went through
+// it, so it owes the fleet nothing, and the maintainer's request in
+// flight (one the server refused, say) is cut rather than waited for.
+func (f *Fleet) abandon() {
+	f.cancel()
+	f.Close()
+}
+
 // Close leaves the fleet without losing what this process owes it. It
 // stops the maintainer after the write it is making (a write is never cut
 // short), then, under a fresh timeout of its own (CloseTimeout), writes

@@ -33,7 +33,7 @@ func Guards(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, shared b
 		rctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 		defer cancel()
 		if err := f.Ready(rctx); err != nil {
-			f.Close()
+			f.abandon()
 			if errors.Is(err, connect.ErrPermission) {
 				return nil, nil, fmt.Errorf("fleet: this NATS user may not use KV bucket %s (an agent sharing fleet limits needs the agent role's grants, docs/security.md; turning fleet limits off keeps the limits per process): %w", names.UpstreamsBucket, err)
 			}
