@@ -331,6 +331,30 @@ func TestStreamIdleTimeout(t *testing.T) {
 	assert.Equal(t, int64(120), evs[0].Usage.InputTokens, "the input message_start billed")
 }
 
+// A client that leaves as soon as the stream's terminal event reaches it
+// (the SDKs close on [DONE] or message_stop) cancels the request, and so
+// the read of the upstream's last bytes: the call succeeded all the same
+// (it was recorded canceled, under load about one run in 14 of the e2e
+// test of the Go SDKs).
+func TestClientLeavingAfterTheEndIsASuccess(t *testing.T) {
+	hold := func(w http.ResponseWriter, r *http.Request) {
+		sse(false, evStart, evDelta, evStop)(w, r)
+		<-r.Context().Done() // the upstream's end never comes before the client leaves
+	}
+	up := startScripted(t, hold)
+	h := newHarness(t, up.srv.URL, nil)
+	resp := h.post("/v1/messages", anthropicStreamBody, "X-Api-Key", "k")
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && !strings.Contains(sc.Text(), "message_stop") {
+	}
+	require.NoError(t, resp.Body.Close()) // leaves at once, as an SDK does
+	require.Eventually(t, func() bool { return len(h.events()) == 1 }, 10*time.Second, 5*time.Millisecond, "the call's event")
+	evs := h.events()
+	assert.Nil(t, evs[0].Error, "a success, not %+v", evs[0].Error)
+	assert.True(t, evs[0].Final)
+	assert.Equal(t, int64(120), evs[0].Usage.InputTokens)
+}
+
 // An upstream that cannot be reached is retried, then answered 502.
 func TestUpstreamUnreachable(t *testing.T) {
 	h := newHarness(t, "http://127.0.0.1:1", nil)

@@ -55,7 +55,11 @@ func (c *call) stream(actx context.Context, dl *deadline, resp *http.Response, a
 		v = acc.observe(ev)
 	}
 	switch {
-	case !errors.Is(err, io.EOF):
+	case !errors.Is(err, io.EOF) && !acc.complete():
+		// After the stream's terminal event the client has all of it and
+		// may leave at once (the SDKs close on [DONE]), canceling the
+		// request and so the read of the upstream's last bytes: that is
+		// the end, not a failure.
 		return report(), c.failure(actx, err)
 	case errData != nil:
 		return report(), &attemptError{api: c.rt.api, streamErr: errData, header: resp.Header, committed: true, relayed: true, secrets: c.secrets}
