@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,26 +83,14 @@ func (l *Limits) defaults(log *slog.Logger) error {
 }
 
 // CredentialClientID names a request's client by a digest of its
-// credential (the first of its credential headers, else its key query
-// parameter): the calls of one API key share its cap. A request without
-// one is the client "anonymous".
+// credential, the one its guards' account is named by (accountOf): the
+// calls of one API key share its cap. A request without one is the
+// client "anonymous".
 func CredentialClientID(r *http.Request) string {
-	for _, k := range credentialHeaders {
-		if v := r.Header.Get(k); v != "" {
-			return digestID(v)
-		}
-	}
-	if r.URL.RawQuery != "" {
-		if v := r.URL.Query().Get("key"); v != "" {
-			return digestID(v)
-		}
+	if a := accountOf(nil, r); a != "" {
+		return a
 	}
 	return "anonymous"
-}
-
-func digestID(v string) string {
-	sum := sha256.Sum256([]byte(v))
-	return "cred-" + hex.EncodeToString(sum[:8])
 }
 
 // Stats are the gateway's counters, read when scraped.
