@@ -70,7 +70,11 @@ func TestSlowAndIdleConnectionsDoNotStopANormalCall(t *testing.T) {
 	addr, done, errb := startCommand(t, ctx, "run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0", "--create-stream",
 		"--anthropic-url", fp.URL(), "--forward-ledger-headers", "--log-format", "json", "--metrics-addr", "127.0.0.1:0",
 		"--max-connections", strconv.Itoa(maxConns), "--header-timeout", "1m", "--idle-timeout", "1m",
-		"--body-timeout", "400ms", "--min-body-rate", "1000000")
+		// The slow bodies' timeout outlasts the normal call's arrival, so
+		// that only the eviction of the longest idle connection can make
+		// room for it (with 400 ms, a busy machine let a cut slow body free
+		// the slot first, and nothing was evicted).
+		"--body-timeout", "3s", "--min-body-rate", "1000000")
 	host := strings.TrimPrefix(addr, "http://")
 	metricsAddr := metricsAddrIn(t, errb.String())
 	const call = `{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
