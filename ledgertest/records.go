@@ -181,8 +181,8 @@ func absent(why error, kind, id string) string {
 }
 
 // lookup decodes the record key of bucket into dst, and returns errEmpty
-// when the bucket does not exist yet and errNoRecord when the key does
-// not. The aggregator creates its buckets when it starts working, after
+// when the bucket does not exist yet or holds nothing, and errNoRecord
+// when the key does not exist in a bucket that holds others. The aggregator creates its buckets when it starts working, after
 // Start returned; on an empty stream WaitCaughtUp does not wait for that,
 // so an empty ledger may have no bucket at all.
 func (l *Ledger) lookup(t testing.TB, bucket, key string, dst any) error {
@@ -198,6 +198,12 @@ func (l *Ledger) lookup(t testing.TB, bucket, key string, dst any) error {
 	}
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		// The aggregator may have created its buckets an instant ago:
+		// an empty bucket is an empty ledger too, whichever way the
+		// race with its start went.
+		if st, serr := kv.Status(ctx); serr == nil && st.Values() == 0 {
+			return errEmpty
+		}
 		return errNoRecord
 	}
 	if err != nil {
