@@ -1,0 +1,141 @@
+package provider
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/retry"
+)
+
+// Provider is everything the ledger knows of one provider's HTTP API. The
+// gateway, the guards, the simulator, the fake provider, ledgertest and
+// the bench ask a Provider; none of them names one. An implementation is
+// immutable and safe for concurrent use.
+type Provider interface {
+	// Name is the provider's name as the events record it (events'
+	// provider field): "anthropic", "openai", "mistral".
+	Name() string
+	// Upstream says where the API is and how its clients authenticate.
+	Upstream() Upstream
+
+	// Match returns the route of an accounted request: a POST to path
+	// (relative to the provider's mount on the gateway, query excluded)
+	// that is one of the endpoints the ledger accounts. ok is false for
+	// every other path, which the gateway proxies unaccounted.
+	Match(path string) (rt Route, ok bool)
+	// Inspect reads what the gateway needs of an accounted request's
+	// body, and returns the body to send upstream: a provider whose
+	// stream reports usage only when asked (OpenAI's
+	// stream_options.include_usage) adds the option. A body that is not
+	// JSON is returned as it is: the provider will refuse it.
+	Inspect(rt Route, body []byte) Request
+
+	// BodyUsage reads the usage, and the provider's ID of the response,
+	// from a whole (not streamed) successful response. ok is false when
+	// the body carries no usage.
+	BodyUsage(rt Route, header http.Header, body []byte) (u events.Usage, providerID string, ok bool)
+	// NewStream returns the accountant of one streamed response to req,
+	// whose response had header.
+	NewStream(rt Route, header http.Header, req Request) Stream
+
+	// Classifier classifies the errors of the provider's SDK (the Go
+	// middleware's callers use it).
+	Classifier() retry.Classifier
+	// ClassifyResponse classifies an error response of the raw HTTP API
+	// by the same rules as Classifier, hints and request ID included.
+	ClassifyResponse(status int, header http.Header, body []byte, now time.Time) retry.Classification
+	// ClassifyStreamError classifies the data of an error event inside a
+	// stream whose response had header.
+	ClassifyStreamError(header http.Header, data []byte, now time.Time) retry.Classification
+	// ErrorBody is an error response body in the provider's own format,
+	// for the errors the gateway makes itself (circuit open, rate
+	// limited, too large...), so that the provider's SDKs read them.
+	ErrorBody(status int, msg string) []byte
+	// RateLimits reads the rate-limit headers of a response; a provider
+	// that sends none returns the zero Observed.
+	RateLimits(header http.Header, now time.Time) guard.Observed
+}
+
+// Upstream is where a provider's API is and how its clients pass their
+// credential.
+type Upstream struct {
+	// Origin is the API's default base URL: scheme, host, port and an
+	// optional path prefix that the request's path is appended to
+	// ("https://api.anthropic.com", "https://api.groq.com/openai").
+	Origin string
+	// CredentialHeaders are the canonical names of the headers that carry
+	// the client's credential, in the order the provider's SDKs prefer;
+	// the first one is where the gateway puts a credential it sets. They
+	// are passed upstream and never logged or published.
+	CredentialHeaders []string
+	// BearerCredential: the first credential header holds "Bearer
+	// <credential>" (OpenAI's Authorization) rather than the credential
+	// alone.
+	BearerCredential bool
+	// CredentialQuery is a query parameter that may carry the credential
+	// instead ("key" for Gemini); "" when none.
+	CredentialQuery string
+	// RequestIDHeader is the header of the provider's ID of a request
+	// ("request-id", "x-request-id"); "" when the ID comes in the body.
+	RequestIDHeader string
+	// Passthrough reports whether a request the gateway does not account
+	// is recognisably this provider's (by a header or path only its
+	// clients send), so that it is proxied here; nil for none. A request
+	// no provider recognises goes to the gateway's fallback provider.
+	Passthrough func(r *http.Request) bool
+}
+
+// Route is an accounted request, as its path says.
+type Route struct {
+	// Endpoint names the endpoint, for logs and metrics: "messages",
+	// "chat", "responses", "embeddings", "generate".
+	Endpoint string
+	// Model is the model the path names ("" when the body names it).
+	Model string
+	// Stream is true when the path alone says the answer streams
+	// (Gemini's :streamGenerateContent).
+	Stream bool
+}
+
+// Request is what the gateway reads of an accounted request.
+type Request struct {
+	// Model is the requested model, as the body (or the path) names it;
+	// "" when neither does.
+	Model string
+	// Stream is true when the answer will be a stream of events.
+	Stream bool
+	// Body is the body to send upstream.
+	Body []byte
+	// InjectedUsage is true when Inspect added the usage option to Body:
+	// the usage event is then the gateway's, not the client's, and the
+	// accountant drops it (Verdict.Drop).
+	InjectedUsage bool
+}
+
+// Stream follows the usage of one streamed response, event by event. It
+// is used by one goroutine.
+type Stream interface {
+	// Observe reads one server-sent event: its name ("" for a data-only
+	// event) and its data.
+	Observe(name string, data []byte) Verdict
+	// Usage is the usage so far: after a complete stream, the response's;
+	// after a broken one, what the events received say (see Features for
+	// what a provider's broken stream cannot tell).
+	Usage() events.Usage
+	// Complete reports whether the stream reached its end event.
+	Complete() bool
+	// ProviderID is the provider's ID of the response, once known.
+	ProviderID() string
+}
+
+// Verdict is what a Stream says of one event.
+type Verdict struct {
+	// Drop: the event is not for the client (the usage chunk the
+	// gateway asked for itself).
+	Drop bool
+	// Error: the event is an error; its data is classified by
+	// ClassifyStreamError.
+	Error bool
+}
