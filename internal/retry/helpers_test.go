@@ -60,7 +60,7 @@ func newHarness(t *testing.T, mod func(*Options)) *harness {
 	t.Helper()
 	// The clock starts at the real time (to the millisecond), so that
 	// context deadlines, which are real, can be compared with it.
-	h := &harness{sink: NewMemorySink(), clock: testkit.NewClockAt(time.Now().Truncate(time.Millisecond))}
+	h := &harness{sink: NewMemorySink(), clock: testkit.NewClockNow()}
 	opts := Options{
 		Policy:     DefaultPolicy(),
 		Classifier: Chain{sdkClassifier},

@@ -43,9 +43,13 @@ type Clock struct {
 // NewClock returns a Clock at Epoch.
 func NewClock() *Clock { return NewClockAt(Epoch) }
 
-// NewClockAt returns a Clock at t. Code that compares the clock with a
-// context's deadline (deadlines are real) wants NewClockAt(time.Now()).
+// NewClockAt returns a Clock at t.
 func NewClockAt(t time.Time) *Clock { return &Clock{now: t, mono: monoStart} }
+
+// NewClockNow returns a Clock at the real time, to the millisecond: for
+// code that compares the clock's times with context deadlines, which are
+// real (retry's middleware does).
+func NewClockNow() *Clock { return NewClockAt(time.Now().Truncate(time.Millisecond)) }
 
 // NewRealClock returns a Clock that follows real time: Now is time.Now plus
 // an offset, which Advance moves. Freeze stops it (the clock of a paused

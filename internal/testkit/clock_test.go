@@ -45,6 +45,14 @@ func TestClockMoves(t *testing.T) {
 	}
 }
 
+func TestNewClockNow(t *testing.T) {
+	before := time.Now().Truncate(time.Millisecond)
+	c := NewClockNow()
+	assert.False(t, c.Now().Before(before))
+	assert.False(t, c.Now().After(time.Now()))
+	assert.Zero(t, c.Now().Nanosecond()%int(time.Millisecond))
+}
+
 func TestClockSleeps(t *testing.T) {
 	c := NewClockAt(time.Unix(0, 0))
 	ctx := context.Background()
