@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,9 +28,16 @@ const pollEvery = 5 * time.Millisecond
 // records and wakes its waiters on every write. The zero value is ready to
 // use.
 type Logs struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{} // closed and replaced on every write
+	mu       sync.Mutex
+	buf      bytes.Buffer
+	changed  chan struct{} // closed and replaced on every write
+	watchers []watcher     // Watch: not yet answered
+}
+
+// watcher is a Watch waiting for a line that contains s.
+type watcher struct {
+	s  string
+	ch chan string
 }
 
 // NewLogger returns a JSON logger at level and the Logs it writes into.
@@ -57,7 +65,39 @@ func (l *Logs) Write(p []byte) (int, error) {
 		close(l.changed)
 		l.changed = nil
 	}
+	l.watchers = slices.DeleteFunc(l.watchers, func(w watcher) bool { return l.answerLocked(w) })
 	return n, err
+}
+
+// Watch returns a channel that receives the first complete line that
+// contains s, once: at once if it was written already, else when it is.
+// A test selects on it together with the end of what it waits for (a
+// command's exit) and a deadline.
+func (l *Logs) Watch(s string) <-chan string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := watcher{s: s, ch: make(chan string, 1)}
+	if !l.answerLocked(w) {
+		l.watchers = append(l.watchers, w)
+	}
+	return w.ch
+}
+
+// answerLocked sends w the first complete line with w.s, if there is one,
+// and reports whether it did.
+func (l *Logs) answerLocked(w watcher) bool {
+	b := l.buf.Bytes()
+	i := bytes.Index(b, []byte(w.s))
+	if i < 0 {
+		return false
+	}
+	end := bytes.IndexByte(b[i:], '\n')
+	if end < 0 {
+		return false // the line is not complete yet; a later write ends it
+	}
+	start := bytes.LastIndexByte(b[:i], '\n') + 1
+	w.ch <- string(b[start : i+end])
+	return true
 }
 
 // String returns everything written so far.

@@ -125,6 +125,42 @@ func TestWaitContainsReturnsTheLine(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:9", rec.Attrs["addr"])
 }
 
+func TestWatch(t *testing.T) {
+	tests := []struct {
+		name   string
+		before string // written before Watch
+		after  []string
+		want   string // "" for nothing received
+	}{
+		{"written before", "a\ngateway listening on 127.0.0.1:1\n", nil, "gateway listening on 127.0.0.1:1"},
+		{"written after", "a\n", []string{"b\nlistening on x\n"}, "listening on x"},
+		{"line ended later", "", []string{"listening on ", "127.0.0.1:2", "\nmore\n"}, "listening on 127.0.0.1:2"},
+		{"never", "a\n", []string{"b\n"}, ""},
+		{"first of two", "", []string{"listening on 1\nlistening on 2\n"}, "listening on 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l Logs
+			_, _ = l.Write([]byte(tt.before))
+			ch := l.Watch("listening on ")
+			for _, s := range tt.after {
+				_, _ = l.Write([]byte(s))
+			}
+			select {
+			case got := <-ch:
+				assert.Equal(t, tt.want, got)
+			default:
+				assert.Empty(t, tt.want, "nothing was received")
+			}
+			select {
+			case got := <-ch:
+				t.Fatalf("a second line was received: %q", got)
+			default:
+			}
+		})
+	}
+}
+
 func TestLogsAreSafeForConcurrentUse(t *testing.T) {
 	log, l := NewLogger(slog.LevelInfo)
 	var wg sync.WaitGroup
