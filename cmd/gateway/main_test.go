@@ -76,35 +76,19 @@ func TestNoStreamIsAUsageError(t *testing.T) {
 func startCommand(t *testing.T, ctx context.Context, args ...string) (string, <-chan int, *testkit.Logs) {
 	t.Helper()
 	out, errb := &testkit.Logs{}, &testkit.Logs{}
+	listening := out.Watch("listening on ")
 	done := make(chan int, 1)
 	go func() { done <- command(ctx, args, out, errb) }()
-	var (
-		addr  string
-		code  int
-		ended bool
-	)
-	wait, cancel := context.WithTimeout(context.Background(), testkit.WaitTimeout)
-	defer cancel()
-	err := out.Wait(wait, func() bool {
-		if line, ok := out.Line("listening on "); ok {
-			_, addr, _ = strings.Cut(line, "listening on ")
-			return true
-		}
-		select {
-		case code = <-done:
-			ended = true
-			return true
-		default:
-			return false
-		}
-	})
-	switch {
-	case ended:
+	select {
+	case line := <-listening:
+		_, addr, _ := strings.Cut(line, "listening on ")
+		return addr, done, errb
+	case code := <-done:
 		t.Fatalf("the gateway ended with %d: %s", code, errb.String())
-	case err != nil:
-		t.Fatalf("the gateway did not start: %v", err)
+	case <-time.After(testkit.WaitTimeout):
+		t.Fatal("the gateway did not start")
 	}
-	return addr, done, errb
+	return "", nil, nil
 }
 
 // stopCommand stops the command started by startCommand (cancel is its
