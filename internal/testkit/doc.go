@@ -24,5 +24,9 @@
 // waking on every write instead of sleeping.
 //
 // The package imports no package of the module, so that any package's
-// internal tests can import it.
+// internal tests can import it. Its test TestNoOtherFakeClockOrLogBuffer
+// fails when a test file elsewhere declares a clock (a type with a Now()
+// time.Time method) or a log buffer (a type with a Write method over a
+// bytes.Buffer or strings.Builder) of its own, naming it; a copy that must
+// stay is listed, with the reason, in its allowed table.
 package testkit
