@@ -18,9 +18,10 @@ const monoStart = time.Hour
 // Clock is a fake clock, safe for concurrent use. It keeps a wall time
 // (Now) and a monotonic reading (Monotonic); Advance moves both, StepWall
 // and Set the wall time alone (an NTP step), StepMonotonic the reading
-// alone (a broken clock). Timers fire when Advance, Set, StepWall or Sleep
-// bring the wall time to their deadline, in the order of their deadlines
-// (then of their arming), each seeing its own deadline as the time.
+// alone (a broken clock). Timers fire when Advance, Set, StepWall, Sleep
+// or an AutoStep bring the wall time to their deadline, in the order of
+// their deadlines (then of their arming); a timer's channel receives its
+// deadline.
 //
 // A Clock from NewRealClock follows real time instead; see there.
 type Clock struct {
@@ -72,10 +73,9 @@ func (c *Clock) Now() time.Time {
 }
 
 // Monotonic returns the monotonic reading: a duration since an arbitrary
-// origin that Advance moves and StepWall does not. Only the fake clock's
-// readings move only when told; a real Clock's follow its wall time
-// (Freeze stops them, Advance moves them) and StepMonotonic does not move
-// them.
+// origin, which Advance and Sleep move, StepMonotonic alone, and StepWall
+// and Set do not. A real Clock's readings follow its wall time instead
+// (time passing, Advance, the steps), and StepMonotonic does not move them.
 func (c *Clock) Monotonic() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
