@@ -1,7 +1,6 @@
 package ledger_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"github.com/agentledger/ledger/internal/gateway"
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/testkit"
 	"github.com/agentledger/ledger/ledgertest"
 	"github.com/agentledger/ledger/provider/anthropic"
 	"github.com/agentledger/ledger/provider/gemini"
@@ -199,8 +199,8 @@ func TestSDKRetriesWarnedOnce(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	client := sdk.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("k")) // no ClientOptions: the SDK retries
-	var logs bytes.Buffer
-	mw := newMiddleware(t, nil, ledger.WithMiddlewareLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	var logs testkit.Logs
+	mw := newMiddleware(t, nil, ledger.WithMiddlewareLogger(logs.TextLogger(slog.LevelInfo)))
 	for range 3 {
 		_, err := ledger.Do(t.Context(), mw, ledger.Call{SessionID: "s", Provider: openai.Name, Model: "m"},
 			func(ctx context.Context, _ ledger.Attempt) (*sdk.ChatCompletion, ledger.Report, error) {
@@ -222,8 +222,8 @@ func TestSDKRetriesWarnedOnce(t *testing.T) {
 func TestSecondRequestInAnAttemptWarnedOnce(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
 	t.Cleanup(srv.Close)
-	var logs bytes.Buffer
-	mw := newMiddleware(t, nil, ledger.WithMiddlewareLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	var logs testkit.Logs
+	mw := newMiddleware(t, nil, ledger.WithMiddlewareLogger(logs.TextLogger(slog.LevelInfo)))
 	post := func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("{}"))
 		if err != nil {

@@ -1,7 +1,6 @@
 package ledger_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/agentledger/ledger"
 	"github.com/agentledger/ledger/internal/embedded"
 	"github.com/agentledger/ledger/internal/natstest"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 func osMkdirTemp() (string, error) { return os.MkdirTemp("", "ledger-example-") }
@@ -38,9 +38,9 @@ func TestPublisherStream(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, pub.Flush(ctx), ledger.ErrPublisherClosed)
 
-	var logs bytes.Buffer
+	var logs testkit.Logs
 	pub, err = ledger.NewPublisher(ctx, conn.JetStream(), ledger.WithCreateStream(ledger.StreamConfig{DuplicateWindow: 5 * time.Minute}),
-		ledger.WithPublisherLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		ledger.WithPublisherLogger(logs.TextLogger(slog.LevelInfo)))
 	require.NoError(t, err)
 	_, _ = pub.Close(ctx)
 	assert.Contains(t, logs.String(), "LEDGER_ATTEMPTS has duplicate window 2m0s, not the 5m0s asked for")

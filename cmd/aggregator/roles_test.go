@@ -14,6 +14,7 @@ import (
 	"github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 // as adds the connection flags of role on srv to args.
@@ -39,7 +40,7 @@ func TestEveryCommandRunsWithItsRoleOnly(t *testing.T) {
 	defer cancel()
 
 	runCtx, stopRun := context.WithCancel(ctx)
-	var runErr lockedBuffer
+	var runErr testkit.Logs
 	done := make(chan int, 1)
 	go func() {
 		done <- command(runCtx, as(srv, "aggregator", "run", "--lease-ttl", "300ms"), io.Discard, &runErr)

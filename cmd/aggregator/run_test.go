@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"math/rand/v2"
@@ -10,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,26 +18,9 @@ import (
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/natstest"
+	"github.com/agentledger/ledger/internal/testkit"
 	"github.com/agentledger/ledger/internal/topology"
 )
-
-// lockedBuffer is the command's stderr, read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -86,7 +67,7 @@ func TestRunServesMetrics(t *testing.T) {
 
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	var stderr lockedBuffer
+	var stderr testkit.Logs // the command's stderr, read while it runs
 	done := make(chan int, 1)
 	go func() {
 		done <- command(ctx, []string{"run", "--nats-url", srv.URL(), "--metrics-addr", addr, "--log-format", "json",
@@ -125,7 +106,7 @@ func TestRunServesMetrics(t *testing.T) {
 	logs := stderr.String()
 	assert.Contains(t, logs, `"level":"WARN","msg":"LEDGER_ATTEMPTS has duplicate window 2m0s, not the 10m0s asked for`)
 	assert.Contains(t, logs, "nats stream edit LEDGER_ATTEMPTS --dupe-window 10m0s")
-	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+	for _, line := range stderr.Lines() {
 		assert.True(t, strings.HasPrefix(line, "{"), "every log line is JSON: %s", line)
 	}
 }

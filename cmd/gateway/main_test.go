@@ -22,37 +22,8 @@ import (
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
+	"github.com/agentledger/ledger/internal/testkit"
 )
-
-// syncBuffer collects output written concurrently, and hands over the
-// address the command prints when it listens.
-type syncBuffer struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	addr chan string // receives the address once (the field itself never changes)
-	sent bool
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.buf.Write(p)
-	if s.addr != nil && !s.sent {
-		if _, rest, ok := strings.Cut(s.buf.String(), "listening on "); ok {
-			if line, _, ok := strings.Cut(rest, "\n"); ok {
-				s.addr <- line
-				s.sent = true
-			}
-		}
-	}
-	return len(p), nil
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
 
 func TestFlagsRefused(t *testing.T) {
 	tests := []struct {
@@ -102,18 +73,19 @@ func TestNoStreamIsAUsageError(t *testing.T) {
 
 // startCommand runs the command with args until ctx ends, and returns the
 // address it serves on, the channel of its exit status and its stderr.
-func startCommand(t *testing.T, ctx context.Context, args ...string) (string, <-chan int, *syncBuffer) {
+func startCommand(t *testing.T, ctx context.Context, args ...string) (string, <-chan int, *testkit.Logs) {
 	t.Helper()
-	out := &syncBuffer{addr: make(chan string, 1)}
-	errb := &syncBuffer{}
+	out, errb := &testkit.Logs{}, &testkit.Logs{}
+	listening := out.Watch("listening on ")
 	done := make(chan int, 1)
 	go func() { done <- command(ctx, args, out, errb) }()
 	select {
-	case addr := <-out.addr:
+	case line := <-listening:
+		_, addr, _ := strings.Cut(line, "listening on ")
 		return addr, done, errb
 	case code := <-done:
 		t.Fatalf("the gateway ended with %d: %s", code, errb.String())
-	case <-time.After(30 * time.Second):
+	case <-time.After(testkit.WaitTimeout):
 		t.Fatal("the gateway did not start")
 	}
 	return "", nil, nil
@@ -121,7 +93,7 @@ func startCommand(t *testing.T, ctx context.Context, args ...string) (string, <-
 
 // stopCommand stops the command started by startCommand (cancel is its
 // context's) and requires that it exits 0.
-func stopCommand(t *testing.T, cancel context.CancelFunc, done <-chan int, errb *syncBuffer) {
+func stopCommand(t *testing.T, cancel context.CancelFunc, done <-chan int, errb *testkit.Logs) {
 	t.Helper()
 	cancel()
 	select {

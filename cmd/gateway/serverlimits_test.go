@@ -22,6 +22,7 @@ import (
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 // metricsAddrIn is the address the gateway's log says it serves its
@@ -188,8 +189,7 @@ func TestConnectionCapFitsTheDescriptors(t *testing.T) {
 	if rl.Cur >= math.MaxInt32 {
 		t.Skipf("the descriptor limit (%d) holds any cap", rl.Cur)
 	}
-	var logs strings.Builder
-	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	logger, logs := testkit.NewLogger(slog.LevelInfo)
 	l := limitFlags{maxConns: math.MaxInt32}
 	assert.Equal(t, max(1, int(rl.Cur)-fdReserve), l.connectionCap(logger))
 	assert.Contains(t, logs.String(), `"level":"WARN","msg":"gateway: --max-connections lowered`)

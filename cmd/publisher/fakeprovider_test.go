@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,49 +16,24 @@ import (
 
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
+	"github.com/agentledger/ledger/internal/testkit"
 )
-
-// urlWriter collects a command's stdout and hands over the URL it prints.
-type urlWriter struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	url  chan string
-	sent bool
-}
-
-func (w *urlWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if _, rest, ok := strings.Cut(w.buf.String(), "listening on "); ok && !w.sent {
-		if line, _, ok := strings.Cut(rest, "\n"); ok {
-			w.url <- line
-			w.sent = true
-		}
-	}
-	return len(p), nil
-}
-
-func (w *urlWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
 
 func TestFakeProviderServesAndWritesTheTruth(t *testing.T) {
 	truthFile := filepath.Join(t.TempDir(), "truth.json")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &urlWriter{url: make(chan string, 1)}
-	var errb bytes.Buffer
+	var out, errb testkit.Logs // the command's stdout and stderr
+	listening := out.Watch("listening on ")
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"fakeprovider", "--listen", "127.0.0.1:0", "--seed", "5", "--rate-limit", "0", "--overload", "0",
-			"--server-error", "0", "--billed-timeout", "0", "--bad-request", "0", "--truth", truthFile}, strings.NewReader(""), out, &errb)
+			"--server-error", "0", "--billed-timeout", "0", "--bad-request", "0", "--truth", truthFile}, strings.NewReader(""), &out, &errb)
 	}()
 	var url string
 	select {
-	case url = <-out.url:
+	case line := <-listening:
+		_, url, _ = strings.Cut(line, "listening on ")
 	case err := <-done:
 		t.Fatalf("fakeprovider ended: %v: %s", err, errb.String())
 	case <-time.After(30 * time.Second):

@@ -12,36 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/breaker"
+	"github.com/agentledger/ledger/internal/testkit"
 )
-
-// fakeClock is a manually advanced clock, safe for concurrent use.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 const (
 	testKey      = "anthropic/claude-sonnet"
 	testCooldown = 10 * time.Second
 )
 
-func newTestBreaker(t *testing.T, threshold int, clk *fakeClock) *breaker.Breaker {
+func newTestBreaker(t *testing.T, threshold int, clk *testkit.Clock) *breaker.Breaker {
 	t.Helper()
 	b, err := breaker.New(testKey, breaker.Config{
 		FailureThreshold: threshold,
@@ -88,7 +67,7 @@ func trip(t *testing.T, b *breaker.Breaker, threshold int) {
 }
 
 // halfOpen trips b, waits out the cooldown and returns the probe permit.
-func halfOpen(t *testing.T, b *breaker.Breaker, clk *fakeClock, threshold int) breaker.Permit {
+func halfOpen(t *testing.T, b *breaker.Breaker, clk *testkit.Clock, threshold int) breaker.Permit {
 	t.Helper()
 	trip(t, b, threshold)
 	clk.Advance(testCooldown)
@@ -148,7 +127,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock()
 	b, err := breaker.New(testKey, breaker.Config{Now: clk.Now})
 	require.NoError(t, err)
 
@@ -187,7 +166,7 @@ func TestClosedCounting(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newFakeClock()
+			clk := testkit.NewClock()
 			b := newTestBreaker(t, tt.threshold, clk)
 			for i, r := range tt.results {
 				require.Equal(t, breaker.Closed, b.State(), "before result %d", i)
@@ -204,7 +183,7 @@ func TestClosedCounting(t *testing.T) {
 }
 
 func TestRejectsWhileOpen(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock()
 	b := newTestBreaker(t, 2, clk)
 	call(t, b, breaker.Failure)
 	clk.Advance(time.Second)
@@ -235,7 +214,7 @@ func TestRejectsWhileOpen(t *testing.T) {
 }
 
 func TestStateReportsHalfOpenAfterCooldown(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock()
 	b := newTestBreaker(t, 1, clk)
 	trip(t, b, 1)
 	clk.Advance(testCooldown)
@@ -249,7 +228,7 @@ func TestHalfOpenAdmitsExactlyOneProbeConcurrently(t *testing.T) {
 	const callers = 64
 	for round := range 20 {
 		t.Run(fmt.Sprint("round", round), func(t *testing.T) {
-			clk := newFakeClock()
+			clk := testkit.NewClock()
 			b := newTestBreaker(t, 1, clk)
 			trip(t, b, 1)
 			clk.Advance(testCooldown)
@@ -303,12 +282,12 @@ func TestProbeOutcome(t *testing.T) {
 	tests := []struct {
 		name   string
 		result breaker.Result
-		check  func(t *testing.T, b *breaker.Breaker, clk *fakeClock, reportedAt time.Time)
+		check  func(t *testing.T, b *breaker.Breaker, clk *testkit.Clock, reportedAt time.Time)
 	}{
 		{
 			name:   "success closes and resets counts",
 			result: breaker.Success,
-			check: func(t *testing.T, b *breaker.Breaker, _ *fakeClock, _ time.Time) {
+			check: func(t *testing.T, b *breaker.Breaker, _ *testkit.Clock, _ time.Time) {
 				assert.Equal(t, breaker.Closed, b.State())
 				for range 5 {
 					p := admit(t, b)
@@ -325,7 +304,7 @@ func TestProbeOutcome(t *testing.T) {
 		{
 			name:   "failure reopens with a fresh cooldown",
 			result: breaker.Failure,
-			check: func(t *testing.T, b *breaker.Breaker, clk *fakeClock, reportedAt time.Time) {
+			check: func(t *testing.T, b *breaker.Breaker, clk *testkit.Clock, reportedAt time.Time) {
 				assert.Equal(t, breaker.Open, b.State())
 				oe := reject(t, b)
 				assert.Equal(t, breaker.Open, oe.State)
@@ -339,7 +318,7 @@ func TestProbeOutcome(t *testing.T) {
 		{
 			name:   "ignore frees the slot and stays half-open",
 			result: breaker.Ignore,
-			check: func(t *testing.T, b *breaker.Breaker, _ *fakeClock, _ time.Time) {
+			check: func(t *testing.T, b *breaker.Breaker, _ *testkit.Clock, _ time.Time) {
 				assert.Equal(t, breaker.HalfOpen, b.State())
 				p := admit(t, b)
 				assert.True(t, p.Probe(), "the next caller probes")
@@ -351,7 +330,7 @@ func TestProbeOutcome(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newFakeClock()
+			clk := testkit.NewClock()
 			b := newTestBreaker(t, threshold, clk)
 			p := halfOpen(t, b, clk, threshold)
 			clk.Advance(3 * time.Second) // the probe takes a while
@@ -368,7 +347,7 @@ func TestStaleGenerationDropped(t *testing.T) {
 	t.Run("closed-era result does not touch the probe", func(t *testing.T) {
 		for _, late := range []breaker.Result{breaker.Success, breaker.Failure, breaker.Ignore} {
 			t.Run(late.String(), func(t *testing.T) {
-				clk := newFakeClock()
+				clk := testkit.NewClock()
 				b := newTestBreaker(t, threshold, clk)
 				slow := admit(t, b) // admitted while closed, reports late
 				probe := halfOpen(t, b, clk, threshold)
@@ -384,7 +363,7 @@ func TestStaleGenerationDropped(t *testing.T) {
 	})
 
 	t.Run("closed-era failure does not count after reclosing", func(t *testing.T) {
-		clk := newFakeClock()
+		clk := testkit.NewClock()
 		b := newTestBreaker(t, threshold, clk)
 		slow := admit(t, b)
 		probe := halfOpen(t, b, clk, threshold)
@@ -399,7 +378,7 @@ func TestStaleGenerationDropped(t *testing.T) {
 	})
 
 	t.Run("results after opening are dropped", func(t *testing.T) {
-		clk := newFakeClock()
+		clk := testkit.NewClock()
 		b := newTestBreaker(t, threshold, clk)
 		inflight := make([]breaker.Permit, 5)
 		for i := range inflight {
@@ -417,7 +396,7 @@ func TestStaleGenerationDropped(t *testing.T) {
 	})
 
 	t.Run("probe reported twice", func(t *testing.T) {
-		clk := newFakeClock()
+		clk := testkit.NewClock()
 		b := newTestBreaker(t, threshold, clk)
 		first := halfOpen(t, b, clk, threshold)
 		b.Done(first, breaker.Ignore)
@@ -434,7 +413,7 @@ func TestStaleGenerationDropped(t *testing.T) {
 	})
 
 	t.Run("zero permit is ignored", func(t *testing.T) {
-		clk := newFakeClock()
+		clk := testkit.NewClock()
 		b := newTestBreaker(t, 1, clk)
 		b.Done(breaker.Permit{}, breaker.Failure)
 		assert.Equal(t, breaker.Closed, b.State())
@@ -449,7 +428,7 @@ func TestStaleGenerationDropped(t *testing.T) {
 func TestStuckProbeExpires(t *testing.T) {
 	for _, late := range []breaker.Result{breaker.Success, breaker.Failure, breaker.Ignore} {
 		t.Run("late "+late.String(), func(t *testing.T) {
-			clk := newFakeClock()
+			clk := testkit.NewClock()
 			b := newTestBreaker(t, 1, clk)
 			stuck := halfOpen(t, b, clk, 1)
 
@@ -473,7 +452,7 @@ func TestStuckProbeExpires(t *testing.T) {
 }
 
 func TestOnStateChangeSequence(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock()
 	type change struct {
 		key      string
 		from, to breaker.State
@@ -516,23 +495,9 @@ func TestOnStateChangeSequence(t *testing.T) {
 	assert.Equal(t, want, got)
 }
 
-// autoClock advances by step on every reading, so that concurrent callers
-// drive a breaker with a tiny cooldown through all its states.
-type autoClock struct {
-	mu   sync.Mutex
-	t    time.Time
-	step time.Duration
-}
-
-func (c *autoClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(c.step)
-	return c.t
-}
-
 func TestOnStateChangeOrderedUnderConcurrency(t *testing.T) {
-	clk := &autoClock{t: time.Unix(0, 0), step: time.Millisecond}
+	clk := testkit.NewClock()
+	clk.AutoStep(time.Millisecond) // concurrent callers see time pass
 	var (
 		mu      sync.Mutex
 		changes []breaker.State // the "to" of every change, in delivery order
@@ -593,7 +558,7 @@ func TestOnStateChangeOrderedUnderConcurrency(t *testing.T) {
 }
 
 func TestOnStateChangePanicDoesNotStopDelivery(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock()
 	var got []breaker.State
 	b, err := breaker.New(testKey, breaker.Config{
 		FailureThreshold: 1,
@@ -646,7 +611,7 @@ func TestOpenErrorUnwrap(t *testing.T) {
 }
 
 func TestAdmittedPathDoesNotAllocate(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock()
 	b := newTestBreaker(t, 5, clk)
 	allocs := testing.AllocsPerRun(1000, func() {
 		p, err := b.Allow()

@@ -9,10 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/breaker"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 func TestGroupGet(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock()
 	g, err := breaker.NewGroup(breaker.Config{FailureThreshold: 1, Cooldown: testCooldown, Now: clk.Now})
 	require.NoError(t, err)
 
@@ -80,7 +81,7 @@ func TestGroupOnStateChangeKey(t *testing.T) {
 	)
 	g, err := breaker.NewGroup(breaker.Config{
 		FailureThreshold: 1,
-		Now:              newFakeClock().Now,
+		Now:              testkit.NewClock().Now,
 		OnStateChange: func(key string, from, to breaker.State) {
 			mu.Lock()
 			defer mu.Unlock()

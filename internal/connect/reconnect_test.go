@@ -1,11 +1,9 @@
 package connect
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/embedded"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 func TestReconnectDelay(t *testing.T) {
@@ -37,24 +36,6 @@ func TestReconnectDelay(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the client's callback goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A server that goes away and comes back on the same port: the client
 // logs the disconnect, its failed attempts and the reconnect.
 func TestReconnectsAreLogged(t *testing.T) {
@@ -62,14 +43,14 @@ func TestReconnectsAreLogged(t *testing.T) {
 	s, err := embedded.Start(opts)
 	require.NoError(t, err)
 	url := s.URL()
-	var logs syncBuffer
-	c, err := Open(Options{URL: url, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	var logs testkit.Logs
+	c, err := Open(Options{URL: url, Logger: logs.TextLogger(slog.LevelInfo)})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
 	port := s.Server().Addr().String()
 	s.Shutdown()
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "reconnect attempt failed") }, 30*time.Second, 10*time.Millisecond)
+	logs.WaitContains(t, "reconnect attempt failed")
 	host, p, _ := strings.Cut(port, ":")
 	var portN int
 	_, err = fmtSscan(p, &portN)
@@ -77,8 +58,8 @@ func TestReconnectsAreLogged(t *testing.T) {
 	s2, err := embedded.Start(&server.Options{Host: host, Port: portN, NoLog: true, NoSigs: true})
 	require.NoError(t, err)
 	t.Cleanup(s2.Shutdown)
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "nats: reconnected") }, 30*time.Second, 10*time.Millisecond)
-	assert.Contains(t, logs.String(), "nats: disconnected; reconnecting")
+	logs.WaitContains(t, "nats: reconnected")
+	assert.True(t, logs.Contains("nats: disconnected; reconnecting"), logs.String())
 	assert.True(t, c.NC.IsConnected())
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/testkit"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -431,9 +432,9 @@ func TestAckTimeoutRetriesWithTheSameEventID(t *testing.T) {
 		return append([]string(nil), seen...)
 	}
 
-	clk := newFakeClock()
+	clk := testkit.NewClock()
 	p := newPublisher(t, js,
-		WithClock(clk),
+		WithClock(kitClock{clk}),
 		WithAckTimeout(time.Second),
 		WithBackoff(10*time.Millisecond, 10*time.Millisecond),
 		WithRand(func() float64 { return 0 }),

@@ -14,6 +14,7 @@ import (
 	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 func breakerConfig(threshold int, cooldown time.Duration) procConfig {
@@ -25,7 +26,7 @@ func breakerConfig(threshold int, cooldown time.Duration) procConfig {
 // reject with a circuit_open event that names the fleet's breaker.
 func TestBreakerOpenedByOneProcessOpensForAll(t *testing.T) {
 	srv := natstest.Start(t)
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	pc := breakerConfig(3, time.Hour)
 	a := startProc(t, srv.URL(), clk, "proc-a", pc)
 	b := startProc(t, srv.URL(), clk, "proc-b", pc)
@@ -57,7 +58,7 @@ func TestBreakerOpenedByOneProcessOpensForAll(t *testing.T) {
 // failure each open a breaker whose threshold is three.
 func TestBreakerCountsFailuresAcrossProcesses(t *testing.T) {
 	srv := natstest.Start(t)
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	pc := breakerConfig(3, time.Hour)
 	procs := []*proc{
 		startProc(t, srv.URL(), clk, "proc-a", pc),
@@ -85,7 +86,7 @@ func TestBreakerCountsFailuresAcrossProcesses(t *testing.T) {
 // success closes the breaker for everyone.
 func TestExactlyOneProbeFleetWide(t *testing.T) {
 	srv := natstest.Start(t)
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	pc := refusing(breakerConfig(2, time.Minute))
 	procs := []*proc{
 		startProc(t, srv.URL(), clk, "proc-a", pc),
@@ -148,7 +149,7 @@ func TestExactlyOneProbeFleetWide(t *testing.T) {
 // A failed probe reopens the breaker for everyone with a fresh cooldown.
 func TestFailedProbeReopensForAll(t *testing.T) {
 	srv := natstest.Start(t)
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	pc := breakerConfig(1, time.Minute)
 	a := startProc(t, srv.URL(), clk, "proc-a", pc)
 	b := startProc(t, srv.URL(), clk, "proc-b", pc)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 // breakerOf is p's mirror of the fleet's breaker record.
@@ -21,17 +22,17 @@ func (p *proc) breakerOf() (breakerRecord, bool) {
 }
 
 // twoProcs starts processes a and b of a fleet with pc, on a test clock.
-func twoProcs(t *testing.T, pc procConfig) (*testClock, *proc, *proc) {
+func twoProcs(t *testing.T, pc procConfig) (*testkit.Clock, *proc, *proc) {
 	t.Helper()
 	srv := natstest.Start(t)
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	return clk, startProc(t, srv.URL(), clk, "proc-a", pc), startProc(t, srv.URL(), clk, "proc-b", pc)
 }
 
 // probeReady starts processes a and b with pc (a threshold of 1, a
 // cooldown of a minute), opens the fleet's breaker with b's failure and
 // moves the clock past the cooldown: the next call probes.
-func probeReady(t *testing.T, pc procConfig) (*testClock, *proc, *proc) {
+func probeReady(t *testing.T, pc procConfig) (*testkit.Clock, *proc, *proc) {
 	t.Helper()
 	clk, a, b := twoProcs(t, pc)
 	require.Error(t, b.call(fail503))

@@ -16,6 +16,7 @@ import (
 	"github.com/agentledger/ledger/internal/embedded"
 	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 const (
@@ -44,7 +45,7 @@ func TestFallbackWhenNATSGoesAwayAndComesBack(t *testing.T) {
 	srv, err := embedded.Start(opts())
 	require.NoError(t, err)
 	url := srv.URL()
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	pc := breakerConfig(2, time.Hour)
 	pc.wait = 300 * time.Millisecond
 	pc.guards.Budget = guard.Budget{On: true, Ratio: 0.2, Min: 1}
@@ -107,7 +108,7 @@ func TestSlowNATSHoldsACallAtMostTheWait(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(srv.Shutdown)
 	px := newProxy(t, srv.URL())
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	const wait = 300 * time.Millisecond
 	pc := procConfig{wait: wait,
 		guards: guard.Config{Budget: guard.Budget{On: true, Ratio: 0.2, Min: 5}, Breaker: breaker.Config{FailureThreshold: 100}},

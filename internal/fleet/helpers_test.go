@@ -1,12 +1,10 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,47 +16,8 @@ import (
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/testkit"
 )
-
-// testClock is the clock of every process of a test: its time moves only
-// when told (Advance), and Sleep moves it at once by the wait, so that
-// cooldowns, holds and windows pass without real waiting.
-type testClock struct {
-	mu   sync.Mutex
-	now  time.Time
-	mono time.Duration
-}
-
-func newTestClock() *testClock {
-	return &testClock{now: time.Now().Truncate(time.Millisecond), mono: time.Hour}
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Monotonic() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mono
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	c.mono += d
-}
-
-func (c *testClock) Sleep(ctx context.Context, d time.Duration) error {
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	c.Advance(max(d, 0))
-	return nil
-}
 
 // proc is one process of a test fleet: its own NATS connection, Fleet,
 // guards and middleware.
@@ -68,7 +27,7 @@ type proc struct {
 	fleet *Fleet
 	mw    *retry.Middleware
 	sink  *retry.MemorySink
-	logs  *syncBuffer
+	logs  *testkit.Logs
 }
 
 // procConfig is what the processes of a test share.
@@ -89,7 +48,7 @@ func startProc(t *testing.T, url string, clk retry.Clock, name string, pc procCo
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	p := &proc{name: name, nc: nc, sink: retry.NewMemorySink(), logs: &syncBuffer{}}
+	p := &proc{name: name, nc: nc, sink: retry.NewMemorySink(), logs: &testkit.Logs{}}
 	wait := pc.wait
 	if wait == 0 {
 		wait = 5 * time.Second // a loaded machine under -race: no degradation by accident
@@ -99,7 +58,7 @@ func startProc(t *testing.T, url string, clk retry.Clock, name string, pc procCo
 		beat = 200 * time.Millisecond
 	}
 	p.fleet, err = Open(nc, js, Options{Process: name, Wait: wait, Heartbeat: beat, Now: clk.Now,
-		Logger: slog.New(slog.NewTextHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		Logger: p.logs.TextLogger(slog.LevelInfo)})
 	require.NoError(t, err)
 	t.Cleanup(p.fleet.Close)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -167,24 +126,6 @@ func succeed() error { return nil }
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, cond, 20*time.Second, 2*time.Millisecond, "timed out waiting until %s", what)
-}
-
-// syncBuffer is a log destination safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // counter counts the attempts that reach the "provider".

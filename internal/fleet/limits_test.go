@@ -18,6 +18,7 @@ import (
 	"github.com/agentledger/ledger/internal/natstest"
 	_ "github.com/agentledger/ledger/internal/provider/anthropic"
 	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/testkit"
 	"github.com/agentledger/ledger/internal/tokenbucket"
 )
 
@@ -26,7 +27,7 @@ import (
 // attempts, where each alone would have taken the whole floor.
 func TestRetryBudgetHoldsFleetWide(t *testing.T) {
 	srv := natstest.Start(t)
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	pc := procConfig{
 		guards: guard.Config{Budget: guard.Budget{On: true, Ratio: 0.2, Min: 4, Window: time.Minute},
 			Breaker: breaker.Config{FailureThreshold: 1000}},
@@ -75,7 +76,7 @@ func TestRetryBudgetHoldsFleetWide(t *testing.T) {
 // then; the others wait (no attempt, no event) rather than discover it.
 func TestHoldAfter429ReachesEveryProcess(t *testing.T) {
 	srv := natstest.Start(t)
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	pc := procConfig{guards: guard.Config{RateLimits: true}}
 	a := startProc(t, srv.URL(), clk, "proc-a", pc)
 	b := startProc(t, srv.URL(), clk, "proc-b", pc)
@@ -136,7 +137,7 @@ func rateHeader(rpm int) http.Header {
 // than it holds.
 func TestCapacitySharedByTheFleet(t *testing.T) {
 	srv := natstest.Start(t)
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	pc := procConfig{guards: guard.Config{RateLimits: true}}
 	a := startProc(t, srv.URL(), clk, "proc-a", pc)
 	b := startProc(t, srv.URL(), clk, "proc-b", pc)
@@ -179,7 +180,7 @@ func TestCapacitySharedByTheFleet(t *testing.T) {
 // writes.
 func TestCapacityTakenInChunks(t *testing.T) {
 	srv := natstest.Start(t)
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	pc := procConfig{guards: guard.Config{RateLimits: true, Limits: map[string]guard.Limits{upstreamKey: {guard.Requests: 60000}}}}
 	a := startProc(t, srv.URL(), clk, "proc-a", pc)
 	before := a.fleet.Stats().Writes
@@ -216,7 +217,7 @@ func TestRefillCappedByWhatTheProviderSaid(t *testing.T) {
 // the estimate another process wrote with the capacity it took.
 func TestEstimateSharedByTheFleet(t *testing.T) {
 	srv := natstest.Start(t)
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	pc := procConfig{guards: guard.Config{RateLimits: true, Limits: map[string]guard.Limits{upstreamKey: {guard.InputTokens: 600000}}}}
 	a := startProc(t, srv.URL(), clk, "proc-a", pc)
 	b := startProc(t, srv.URL(), clk, "proc-b", pc)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/natstest"
 	panthropic "github.com/agentledger/ledger/internal/provider/anthropic"
+	"github.com/agentledger/ledger/internal/testkit"
 	"github.com/agentledger/ledger/internal/tokenbucket"
 )
 
@@ -68,7 +69,7 @@ type stormEvent struct {
 // an event-driven run on the test clock, so that agents are concurrent
 // (many attempts in flight at once) and yet the run is the same every
 // time. It returns the provider's answers.
-func storm(t *testing.T, clk *testClock, gs []*guard.Guard, agents, calls int, p *stormProvider) {
+func storm(t *testing.T, clk *testkit.Clock, gs []*guard.Guard, agents, calls int, p *stormProvider) {
 	t.Helper()
 	const latency = 20 * time.Millisecond
 	var queue []stormEvent
@@ -123,10 +124,10 @@ func storm(t *testing.T, clk *testClock, gs []*guard.Guard, agents, calls int, p
 
 // stormFleet starts n processes with gc and returns their guards of the
 // upstream.
-func stormFleet(t *testing.T, n int, gc guard.Config) (*testClock, []*guard.Guard) {
+func stormFleet(t *testing.T, n int, gc guard.Config) (*testkit.Clock, []*guard.Guard) {
 	t.Helper()
 	srv := natstest.Start(t)
-	clk := newTestClock()
+	clk := testkit.NewClockNow()
 	var gs []*guard.Guard
 	for i := range n {
 		p := startProc(t, srv.URL(), clk, "proc-"+strconv.Itoa(i), procConfig{guards: gc})

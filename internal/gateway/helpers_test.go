@@ -18,6 +18,7 @@ import (
 	"github.com/agentledger/ledger/internal/provider"
 	_ "github.com/agentledger/ledger/internal/provider/builtin"
 	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 // The built-in providers' names, as the events record them.
@@ -41,24 +42,6 @@ func testPolicy() retry.Policy {
 	return retry.Policy{MaxRetries: 2, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, HintCap: time.Second}
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // harness is a gateway in front of one upstream (every provider's origin)
 // with an in-memory sink and a debug log.
 type harness struct {
@@ -66,14 +49,14 @@ type harness struct {
 	gw   *Gateway
 	url  string // the gateway's
 	sink *retry.MemorySink
-	logs *syncBuffer
+	logs *testkit.Logs
 }
 
 // newHarness starts a gateway whose every upstream is origin; mod may
 // change the config.
 func newHarness(t testing.TB, origin string, mod func(*Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, sink: retry.NewMemorySink(), logs: &syncBuffer{}}
+	h := &harness{t: t, sink: retry.NewMemorySink(), logs: &testkit.Logs{}}
 	group, err := breaker.NewGroup(breaker.Config{FailureThreshold: 1000})
 	require.NoError(t, err)
 	cfg := Config{
@@ -81,7 +64,7 @@ func newHarness(t testing.TB, origin string, mod func(*Config)) *harness {
 		Retry:             retry.Options{Policy: testPolicy(), Sink: h.sink, Breakers: group},
 		AttemptTimeout:    2 * time.Second,
 		StreamIdleTimeout: 2 * time.Second,
-		Logger:            slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:            h.logs.JSONLogger(slog.LevelDebug),
 	}
 	if mod != nil {
 		mod(&cfg)

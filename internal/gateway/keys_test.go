@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 // keyFileFor is a key file with two clients: "team-a" (its key holds the
@@ -198,8 +199,8 @@ func TestKeyNeverPrintsItsCredentials(t *testing.T) {
 	ks := keyFileFor(t, "lk-a", "lk-b")
 	k := ks.lookup("lk-a")
 	require.NotNil(t, k)
-	var buf strings.Builder
-	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "key", k)
+	var buf testkit.Logs
+	buf.TextLogger(slog.LevelInfo).Info("x", "key", k)
 	for _, s := range []string{fmt.Sprint(k), fmt.Sprintf("%+v %#v", *k, *k), fmt.Sprintf("%v %+v %#v %s", k, k, k, k), buf.String()} {
 		assert.Contains(t, s, "team-a")
 		assert.NotContains(t, s, "sk-")

@@ -15,6 +15,7 @@ import (
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/projection"
+	"github.com/agentledger/ledger/internal/testkit"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -179,9 +180,9 @@ func TestKVAttemptsReadsBareNumbers(t *testing.T) {
 func TestKVLedgerBeforeTheBucketExists(t *testing.T) {
 	_, _, js := natstest.StartJS(t)
 	ctx := context.Background()
-	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	clk := testkit.NewClock()
 	l := NewKVLedger(js)
-	l.now = func() time.Time { return now }
+	l.now = clk.Now
 	got, err := l.Lookup(ctx, "r-1")
 	require.NoError(t, err)
 	assert.False(t, got.Found)
@@ -195,7 +196,7 @@ func TestKVLedgerBeforeTheBucketExists(t *testing.T) {
 	got, err = l.Lookup(ctx, "r-1")
 	require.NoError(t, err)
 	assert.False(t, got.Found, "not looked for again yet")
-	now = now.Add(ledgerBindInterval)
+	clk.Advance(ledgerBindInterval)
 	got, err = l.Lookup(ctx, "r-1")
 	require.NoError(t, err)
 	assert.Equal(t, LedgerRequest{Found: true, SessionID: "sess-a", HighestAttempt: 4}, got)

@@ -13,33 +13,14 @@ import (
 
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/testkit"
 )
-
-// clock is a manually advanced clock, safe for concurrent use.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 const key = "anthropic/claude-test"
 
-func newSet(t *testing.T, cfg Config) (*Set, *clock) {
+func newSet(t *testing.T, cfg Config) (*Set, *testkit.Clock) {
 	t.Helper()
-	clk := newClock()
+	clk := testkit.NewClock()
 	cfg.Now = clk.Now
 	s, err := New(cfg)
 	require.NoError(t, err)

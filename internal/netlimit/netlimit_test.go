@@ -17,19 +17,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 // Refusals log at WARN at most once per interval per reason, with the
 // count since the previous record, and count every one.
 func TestRefusalsRateLimited(t *testing.T) {
-	var logs bytes.Buffer // written and read by this goroutine
-	now := time.Unix(1000, 0)
-	r := NewRefusals(slog.New(slog.NewJSONHandler(&logs, nil)), time.Second, func() time.Time { return now })
+	log, logs := testkit.NewLogger(slog.LevelInfo)
+	clk := testkit.NewClock()
+	r := NewRefusals(log, time.Second, clk.Now)
 	for range 5 {
 		r.Refuse(t.Context(), ReasonBodyBudget, "refused")
 	}
 	r.Refuse(t.Context(), ReasonClientCalls, "refused")
-	now = now.Add(time.Second)
+	clk.Advance(time.Second)
 	r.Refuse(t.Context(), ReasonBodyBudget, "refused")
 	out := logs.String()
 	assert.Equal(t, 3, strings.Count(out, `"level":"WARN"`), out)
@@ -66,8 +68,8 @@ func (l *failingListener) Close() error { return nil }
 // WARN and counted, not returned (the old server logged it at DEBUG);
 // at the cap Accept waits until a connection closes.
 func TestListenerRetriesAcceptErrorsAndHoldsTheCap(t *testing.T) {
-	var logs bytes.Buffer // written and read by this goroutine
-	ref := NewRefusals(slog.New(slog.NewJSONHandler(&logs, nil)), time.Hour, nil)
+	log, logs := testkit.NewLogger(slog.LevelInfo)
+	ref := NewRefusals(log, time.Hour, nil)
 	l, err := NewListener(&failingListener{fails: 3}, 2, ref)
 	require.NoError(t, err)
 	c1, err := l.Accept()
@@ -189,10 +191,9 @@ func TestListenerEvictsTheLongestIdleAtTheCap(t *testing.T) {
 	ref := NewRefusals(nil, 0, nil)
 	l, err := NewListener(&failingListener{}, 3, ref)
 	require.NoError(t, err)
-	var mu sync.Mutex
-	now := time.Unix(1000, 0)
-	l.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	clk := testkit.NewClock()
+	l.now = clk.Now
+	advance := clk.Advance
 	var cs []net.Conn
 	for range 3 {
 		c, err := l.Accept()

@@ -8,14 +8,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time      { return c.t }
-func (c *fakeClock) add(d time.Duration) { c.t = c.t.Add(d) }
-func boolp(b bool) *bool                 { return &b }
-func newClock() *fakeClock               { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
+func boolp(b bool) *bool { return &b }
 func lines(b *bytes.Buffer) []string {
 	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 }
@@ -50,17 +47,17 @@ func TestCount(t *testing.T) {
 // and always a final line.
 func TestMeterPlainLines(t *testing.T) {
 	var buf bytes.Buffer
-	c := newClock()
-	m := New(&buf, "rebuild", Options{Terminal: boolp(false), Interval: 2 * time.Second, Now: c.now})
+	c := testkit.NewClock()
+	m := New(&buf, "rebuild", Options{Terminal: boolp(false), Interval: 2 * time.Second, Now: c.Now})
 	m.Update(10, 100)
-	c.add(time.Second)
+	c.Advance(time.Second)
 	m.Update(20, 100)
 	require.Empty(t, buf.String(), "nothing before the first interval")
-	c.add(time.Second)
+	c.Advance(time.Second)
 	m.Update(40, 100)
-	c.add(500 * time.Millisecond)
+	c.Advance(500 * time.Millisecond)
 	m.Update(45, 100)
-	c.add(2 * time.Second)
+	c.Advance(2 * time.Second)
 	m.Update(90, 100)
 	m.Finish()
 	require.Equal(t, []string{
@@ -74,11 +71,11 @@ func TestMeterPlainLines(t *testing.T) {
 // On a terminal: the line is redrawn in place and ended by Finish.
 func TestMeterTerminal(t *testing.T) {
 	var buf bytes.Buffer
-	c := newClock()
-	m := New(&buf, "verify", Options{Terminal: boolp(true), Now: c.now, Unit: "records"})
-	c.add(200 * time.Millisecond)
+	c := testkit.NewClock()
+	m := New(&buf, "verify", Options{Terminal: boolp(true), Now: c.Now, Unit: "records"})
+	c.Advance(200 * time.Millisecond)
 	m.Update(1, 4)
-	c.add(200 * time.Millisecond)
+	c.Advance(200 * time.Millisecond)
 	m.Update(4, 4)
 	m.Finish()
 	out := buf.String()
@@ -87,7 +84,7 @@ func TestMeterTerminal(t *testing.T) {
 
 	buf.Reset()
 	m.Update(5, 0)
-	c.add(time.Second)
+	c.Advance(time.Second)
 	m.Update(6, 0)
 	m.Clear()
 	require.Equal(t, "\r\x1b[Kverify: 6 records, 4 records/s\r\x1b[K", buf.String())
@@ -96,10 +93,10 @@ func TestMeterTerminal(t *testing.T) {
 // Work shorter than one interval writes nothing at all.
 func TestMeterQuickWork(t *testing.T) {
 	var buf bytes.Buffer
-	c := newClock()
-	m := New(&buf, "report", Options{Terminal: boolp(false), Now: c.now})
+	c := testkit.NewClock()
+	m := New(&buf, "report", Options{Terminal: boolp(false), Now: c.Now})
 	m.Update(5, 5)
-	c.add(time.Second)
+	c.Advance(time.Second)
 	m.Finish()
 	require.Empty(t, buf.String())
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 // pauser freezes one process of the randomized test (an aggregator or a
@@ -25,14 +27,13 @@ type pauser struct {
 	left    int // pauses still to make
 	odds    int // one seam call in odds freezes
 	longest time.Duration
-	thaw    chan struct{} // non-nil while frozen; closed on thawing
-	stopped time.Time     // the frozen clock's reading
-	offset  time.Duration // time the process did not see
-	quit    chan struct{} // closed by stop: thaw, and no more pauses
+	thaw    chan struct{}  // non-nil while frozen; closed on thawing
+	clock   *testkit.Clock // the process's: real time, frozen with it
+	quit    chan struct{}  // closed by stop: thaw, and no more pauses
 }
 
 func newPauser(seed uint64, pauses, odds int, longest time.Duration) *pauser {
-	return &pauser{rng: rand.New(rand.NewPCG(seed, 7)), left: pauses, odds: odds, longest: longest, quit: make(chan struct{})}
+	return &pauser{rng: rand.New(rand.NewPCG(seed, 7)), left: pauses, odds: odds, longest: longest, quit: make(chan struct{}), clock: testkit.NewRealClock()}
 }
 
 func (p *pauser) fault(FaultPoint) error {
@@ -55,7 +56,8 @@ func (p *pauser) fault(FaultPoint) error {
 	p.left--
 	span := time.Duration(p.rng.Int64N(int64(p.longest)))
 	thaw := make(chan struct{})
-	p.thaw, p.stopped = thaw, time.Now().Add(-p.offset)
+	p.thaw = thaw
+	p.clock.Freeze()
 	p.mu.Unlock()
 	t := time.NewTimer(span)
 	select {
@@ -64,21 +66,11 @@ func (p *pauser) fault(FaultPoint) error {
 	}
 	t.Stop()
 	p.mu.Lock()
-	p.offset = time.Since(p.stopped)
+	p.clock.Thaw()
 	p.thaw = nil
 	close(thaw)
 	p.mu.Unlock()
 	return nil
-}
-
-// now is the process's clock.
-func (p *pauser) now() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.thaw != nil {
-		return p.stopped
-	}
-	return time.Now().Add(-p.offset)
 }
 
 func (p *pauser) stop() {
@@ -124,7 +116,7 @@ func randomRebuilds(t *testing.T, cfg chaosConfig, verify func(context.Context, 
 	var lives []*running
 	for _, id := range []string{"live-a", "live-b"} {
 		p := pause()
-		lives = append(lives, e.start(Config{InstanceID: id, LeaseTTL: ttl, BatchSize: 3 + rng.IntN(20), Faults: p.fault, Now: p.now}))
+		lives = append(lives, e.start(Config{InstanceID: id, LeaseTTL: ttl, BatchSize: 3 + rng.IntN(20), Faults: p.fault, Now: p.clock.Now}))
 	}
 
 	// Rebuild i starts once chunk starts[i] is published.
@@ -160,7 +152,7 @@ func randomRebuilds(t *testing.T, cfg chaosConfig, verify func(context.Context, 
 			defer wg.Done()
 			<-begin[r]
 			for runs := 1; ; runs++ {
-				err := Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: ttl, BatchSize: batch, Faults: p.fault, Now: p.now})
+				err := Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: ttl, BatchSize: batch, Faults: p.fault, Now: p.clock.Now})
 				if err == nil || ctx.Err() != nil {
 					errs[r] = err
 					return

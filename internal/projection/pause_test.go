@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 // waitDelivered waits until the stream's consumers have delivered every
@@ -44,17 +45,16 @@ type freezer struct {
 	armed    bool
 	gate     chan struct{} // while armed, the first gather waits for it
 	gated    bool
-	frozen   chan struct{} // closed when the point is reached
-	released chan struct{} // closed by release
-	renewals chan struct{} // closed when the resumed holder's batch is done
-	stopped  time.Time     // the frozen clock's reading
-	offset   time.Duration // time the holder did not see
+	frozen   chan struct{}  // closed when the point is reached
+	released chan struct{}  // closed by release
+	renewals chan struct{}  // closed when the resumed holder's batch is done
+	clock    *testkit.Clock // the holder's: real time, frozen with it
 }
 
 func newFreezer(point FaultPoint) *freezer {
 	return &freezer{point: point, holdCommits: point == FaultNextPrepared,
 		frozen: make(chan struct{}), released: make(chan struct{}), gate: make(chan struct{}),
-		renewals: make(chan struct{})}
+		renewals: make(chan struct{}), clock: testkit.NewRealClock()}
 }
 
 // arm freezes the holder at the point's next call. With gather set, the
@@ -91,7 +91,7 @@ func (f *freezer) fault(p FaultPoint) error {
 	case f.isFrozen():
 	case f.armed && p == f.point:
 		f.armed = false
-		f.stopped = time.Now().Add(-f.offset)
+		f.clock.Freeze()
 		close(f.frozen)
 	case f.armed && f.gated && p == FaultGather:
 		f.gated = false
@@ -138,16 +138,6 @@ func (f *freezer) isFrozen() bool {
 	}
 }
 
-// now is the frozen holder's clock.
-func (f *freezer) now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.isFrozen() {
-		return f.stopped
-	}
-	return time.Now().Add(-f.offset)
-}
-
 func (f *freezer) waitFrozen(t *testing.T) {
 	t.Helper()
 	select {
@@ -168,7 +158,7 @@ func (f *freezer) release() {
 		}
 		return
 	}
-	f.offset += time.Since(f.stopped.Add(f.offset))
+	f.clock.Thaw()
 	close(f.released)
 }
 
@@ -219,7 +209,7 @@ func TestPausedHolderCannotCountTwice(t *testing.T) {
 			if point == FaultNextPrepared {
 				batch = 2
 			}
-			a := e.start(Config{InstanceID: "a", BatchSize: batch, LeaseTTL: time.Second, Faults: fa.fault, Now: fa.now})
+			a := e.start(Config{InstanceID: "a", BatchSize: batch, LeaseTTL: time.Second, Faults: fa.fault, Now: fa.clock.Now})
 			t.Cleanup(fa.release) // before a's own cleanup waits for it
 			e.publish(w1...)
 			e.waitCheckpoint(e.lastSeq())
@@ -238,7 +228,7 @@ func TestPausedHolderCannotCountTwice(t *testing.T) {
 			// B takes over, commits its first batch of wave 2 and freezes.
 			fb := newFreezer(FaultAfterCheckpoint)
 			fb.arm(false)
-			b := e.start(Config{InstanceID: "b", BatchSize: 3, LeaseTTL: time.Second, Faults: fb.fault, Now: fb.now})
+			b := e.start(Config{InstanceID: "b", BatchSize: 3, LeaseTTL: time.Second, Faults: fb.fault, Now: fb.clock.Now})
 			t.Cleanup(fb.release)
 			fb.waitFrozen(t)
 			require.True(t, b.agg.Leading())

@@ -74,7 +74,7 @@ func TestPausedRebuildCannotOverwrite(t *testing.T) {
 
 			f := newFreezer(point)
 			f.arm(false)
-			r := e.startRebuild(RebuildConfig{BatchSize: 7, Faults: f.fault, Now: f.now})
+			r := e.startRebuild(RebuildConfig{BatchSize: 7, Faults: f.fault, Now: f.clock.Now})
 			t.Cleanup(f.release)
 			f.waitFrozen(t)
 			require.Eventually(t, func() bool {
@@ -149,7 +149,7 @@ func TestPausedRebuildLosesItsClaim(t *testing.T) {
 
 	f := newFreezer(FaultAfterRead) // in the first rebuild's scratch projection
 	f.arm(false)
-	first := e.startRebuild(RebuildConfig{BatchSize: 7, Faults: f.fault, Now: f.now})
+	first := e.startRebuild(RebuildConfig{BatchSize: 7, Faults: f.fault, Now: f.clock.Now})
 	t.Cleanup(f.release)
 	f.waitFrozen(t)
 	waitPublished := e.publishInChunks(ws[half:])

@@ -99,7 +99,7 @@ func TestStaleRebuildWriterCannotReachAnotherScratch(t *testing.T) {
 
 	fa := newFreezer(FaultAfterCheckpoint) // A committed its first batch and prepared the second
 	fa.arm(false)
-	a := e.startRebuild(RebuildConfig{BatchSize: 10, Faults: fa.fault, Now: fa.now})
+	a := e.startRebuild(RebuildConfig{BatchSize: 10, Faults: fa.fault, Now: fa.clock.Now})
 	t.Cleanup(fa.release)
 	fa.waitFrozen(t)
 	waitPublished := e.publishInChunks(ws[half:])

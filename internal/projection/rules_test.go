@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 // A rolling deploy in both directions: a newer build takes over and
@@ -70,24 +72,6 @@ func TestOlderRulesRefuseAfterSwitch(t *testing.T) {
 	e.requireLedger(buildModel(wireStored(ws)))
 }
 
-// manualClock is a clock a test moves by hand, on top of real time.
-type manualClock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func (c *manualClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset)
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.offset += d
-}
-
 // heldRenewals holds every lease renewal while held is set, and the end
 // of the holder's term, so that a test can look at the ledger then.
 type heldRenewals struct {
@@ -134,11 +118,11 @@ func (h *heldRenewals) fault(p FaultPoint) error {
 // though nobody has taken the lease over: its batch fails before sending
 // anything, and the events are applied once it holds the lease again.
 func TestNoWriteOnceTheLeaseMayHaveLapsed(t *testing.T) {
-	var clock manualClock
+	clock := testkit.NewRealClock() // moved by hand, on top of real time
 	var h heldRenewals
 	e := newEnv(t)
 	ttl := 3 * time.Second
-	a := e.start(Config{InstanceID: "a", LeaseTTL: ttl, Now: clock.now, Faults: h.fault})
+	a := e.start(Config{InstanceID: "a", LeaseTTL: ttl, Now: clock.Now, Faults: h.fault})
 	w := func(n int) wire {
 		return evSpec{n: n, session: "S1", request: "R1", attempt: n, in: 10}.wire(t)
 	}
@@ -149,7 +133,7 @@ func TestNoWriteOnceTheLeaseMayHaveLapsed(t *testing.T) {
 
 	h.hold()
 	t.Cleanup(h.let)
-	clock.advance(ttl) // the last renewal is a TTL old on the holder's clock
+	clock.Advance(ttl) // the last renewal is a TTL old on the holder's clock
 	e.publish(w(1))
 	select {
 	case <-h.ended:

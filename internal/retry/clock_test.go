@@ -81,9 +81,9 @@ func TestDoEventTimesSurviveClockSteps(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if tt.cancelInWait {
-				h.clock.hold = make(chan time.Duration)
+				held := h.clock.HoldSleeps()
 				go func() {
-					<-h.clock.hold
+					<-held
 					h.clock.StepWall(-time.Hour)
 					cancel()
 				}()

@@ -13,83 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/testkit"
 )
-
-// fakeClock is a Clock whose time moves only when told to. Advance and
-// Sleep move its wall time and its monotonic reading together; StepWall
-// moves the wall time alone (an NTP step or a manual change of the system
-// clock) and StepMonotonic the reading alone (a broken clock). Sleep records
-// the wait and moves the time by it at once, unless hold is set: then Sleep
-// announces the wait on hold and blocks until its context ends.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	mono   time.Duration
-	sleeps []time.Duration
-	hold   chan time.Duration
-}
-
-// newFakeClock starts at the real time (to the millisecond), so that
-// context deadlines, which are real, can be compared with it.
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Now().Truncate(time.Millisecond), mono: time.Hour}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Monotonic() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mono
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	c.mono += d
-}
-
-func (c *fakeClock) StepWall(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func (c *fakeClock) StepMonotonic(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mono += d
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	if c.hold != nil {
-		c.hold <- d
-		<-ctx.Done()
-		return context.Cause(ctx)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sleeps = append(c.sleeps, d)
-	if d > 0 {
-		c.now = c.now.Add(d)
-		c.mono += d
-	}
-	return nil
-}
-
-func (c *fakeClock) Sleeps() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.sleeps...)
-}
 
 // sdkError stands for a provider SDK's HTTP error type.
 type sdkError struct {
@@ -125,7 +50,7 @@ func constRand(r float64) func() float64 { return func() float64 { return r } }
 type harness struct {
 	m     *Middleware
 	sink  *MemorySink
-	clock *fakeClock
+	clock *testkit.Clock
 }
 
 // newHarness builds a middleware with a fake clock, a MemorySink, the SDK
@@ -133,7 +58,9 @@ type harness struct {
 // default policy; mod may change the options.
 func newHarness(t *testing.T, mod func(*Options)) *harness {
 	t.Helper()
-	h := &harness{sink: NewMemorySink(), clock: newFakeClock()}
+	// The clock starts at the real time (to the millisecond), so that
+	// context deadlines, which are real, can be compared with it.
+	h := &harness{sink: NewMemorySink(), clock: testkit.NewClockNow()}
 	opts := Options{
 		Policy:     DefaultPolicy(),
 		Classifier: Chain{sdkClassifier},
@@ -167,7 +94,7 @@ type step struct {
 type scripted struct {
 	mu       sync.Mutex
 	steps    []step
-	clock    *fakeClock
+	clock    *testkit.Clock
 	attempts []Attempt
 }
 

@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 func TestNewOptions(t *testing.T) {
@@ -299,7 +299,7 @@ func TestDoDeadlineTooNear(t *testing.T) {
 
 func TestDoCallerCancelDuringWait(t *testing.T) {
 	h := newHarness(t, nil)
-	h.clock.hold = make(chan time.Duration, 1)
+	held := h.clock.HoldSleeps()
 	s := &scripted{steps: []step{{err: statusErr(503, 0), report: Report{Usage: events.Usage{InputTokens: 5}}}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -314,7 +314,7 @@ func TestDoCallerCancelDuringWait(t *testing.T) {
 		done <- result{v, err}
 	}()
 	select {
-	case d := <-h.clock.hold:
+	case d := <-held:
 		assert.Equal(t, 1100*time.Millisecond, d)
 	case <-time.After(10 * time.Second):
 		t.Fatal("Do never waited")
@@ -857,11 +857,11 @@ func (s *failingSink) Publish(ctx context.Context, ev *events.Attempt) error {
 
 func TestDoSinkErrorNeverReplacesTheResult(t *testing.T) {
 	sink := &failingSink{}
-	var logs bytes.Buffer
+	var logs testkit.Logs
 	var hooked []string
 	h := newHarness(t, func(o *Options) {
 		o.Sink = sink
-		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		o.Logger = logs.TextLogger(slog.LevelInfo)
 		o.OnSinkError = func(ev *events.Attempt, err error) {
 			assert.ErrorIs(t, err, ErrSinkClosed)
 			hooked = append(hooked, ev.EventID)

@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 // probeHarness is a harness whose breaker opens after one failure, with a
@@ -88,10 +88,10 @@ func TestDoClassifierPanics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs bytes.Buffer
+			var logs testkit.Logs
 			h, br := probeHarness(t, func(o *Options) {
 				o.Classifier = Chain{panickyClassifier{tt.value}, sdkClassifier}
-				o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+				o.Logger = logs.TextLogger(slog.LevelInfo)
 			})
 			s := &scripted{steps: []step{{err: errPanicky, report: Report{Usage: events.Usage{InputTokens: 7}}}}}
 			var err error
@@ -191,12 +191,12 @@ func TestDoSinkPanics(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sink := &panickySink{panicOn: tt.panicOn, before: tt.before}
-			var logs bytes.Buffer
+			var logs testkit.Logs
 			var hooked []error
 			h := newHarness(t, func(o *Options) {
 				o.Sink = sink
 				o.Policy.MaxRetries = tt.retries
-				o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+				o.Logger = logs.TextLogger(slog.LevelInfo)
 				o.OnSinkError = func(_ *events.Attempt, err error) { hooked = append(hooked, err) }
 			})
 			s := &scripted{steps: tt.steps}

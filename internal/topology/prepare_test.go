@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"testing"
@@ -12,13 +11,14 @@ import (
 
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 func TestPrepareAttempts(t *testing.T) {
 	_, _, js := natstest.StartJS(t)
 	ctx := context.Background()
-	var logs bytes.Buffer
-	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	var logs testkit.Logs
+	logger := logs.TextLogger(slog.LevelInfo)
 
 	require.ErrorIs(t, PrepareAttempts(ctx, js, nil, logger), ErrNoAttempts, "missing and not to be created")
 	require.NoError(t, PrepareAttempts(ctx, js, &Config{DuplicateWindow: time.Minute}, logger), "created")

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,29 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
-// clock is a manually advanced clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func startLimited(t *testing.T, tier fakeprovider.Tier, outage fakeprovider.Outage) (*fakeprovider.Server, *clock) {
+func startLimited(t *testing.T, tier fakeprovider.Tier, outage fakeprovider.Outage) (*fakeprovider.Server, *testkit.Clock) {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock()
 	s, err := fakeprovider.New(fakeprovider.Options{Seed: 7, Tier: tier, Outage: outage, Now: clk.Now})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
