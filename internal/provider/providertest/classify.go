@@ -25,7 +25,9 @@ func Classify(callerCtx context.Context, c retry.Classifier, err error, now time
 }
 
 // Want is what a test expects of a classification. The message is checked
-// against the contract's limits, and against MessageContains when set.
+// against the contract's limits, against MessageContains when set and
+// against MessageLacks (a part of the body that must stay out of it) when
+// set.
 type Want struct {
 	Kind              events.ErrorKind
 	Status            int
@@ -34,6 +36,7 @@ type Want struct {
 	HasHint           bool
 	ProviderRequestID string
 	MessageContains   string
+	MessageLacks      string
 }
 
 // Check asserts that got is what want describes.
@@ -50,6 +53,9 @@ func Check(t testing.TB, got retry.Classification, want Want) {
 	assert.True(t, utf8.ValidString(got.Message), "message is UTF-8")
 	if want.MessageContains != "" {
 		assert.Contains(t, got.Message, want.MessageContains, "message")
+	}
+	if want.MessageLacks != "" {
+		assert.NotContains(t, got.Message, want.MessageLacks, "message")
 	}
 }
 
