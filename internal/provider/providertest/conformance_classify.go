@@ -132,6 +132,22 @@ func testSDKFaults(t suiteT, p provider.Provider, f *Features) {
 	}
 }
 
+// testSDKTimeouts checks the SDK's own timeouts against a server that
+// hangs: each is a timeout, retried, and the SDK sent one request.
+func testSDKTimeouts(t suiteT, p provider.Provider, f *Features) {
+	for _, to := range f.SDK.Timeouts {
+		t.Run(to.Name, func(t suiteT) {
+			s := Start(t, Reply{Fault: FaultHang})
+			err := to.Call(context.Background(), t, s.URL, faultTimeout)
+			require.Error(t, err, "the SDK's call to a server that hangs")
+			assert.EqualValues(t, 1, s.Requests(), "requests the server saw; more means the SDK retried on its own")
+			got, ok := Classify(context.Background(), p.Classifier(), err, Now)
+			require.True(t, ok, "unclassified: %T %v", err, err)
+			Check(t, got, Want{Kind: events.KindTimeout, Retryable: true})
+		})
+	}
+}
+
 // notProviderErrors are errors no provider's classifier may claim: they
 // are retry.ClassifyTransport's.
 var notProviderErrors = []error{
@@ -151,7 +167,8 @@ var notProviderErrors = []error{
 // error status whose body the provider cannot read, it keeps the status
 // and follows the contract's status rule (retry.StatusKind: a 429 and a
 // 500, 502, 503 or 504 are retried, a 400 is not), and keeps the body out
-// of the message. ClassifyStreamError never panics and gives Status 0.
+// of the message. ClassifyStreamError never panics, and gives a valid
+// kind and a status that is 0 or an HTTP status, whatever the data.
 // Classifier leaves the errors that are not its SDK's to the transport.
 func testClassifyInvariants(t suiteT, p provider.Provider, f *Features) {
 	bodies := append(notJSONBytes(), []byte(nil), []byte("null"), []byte("[]"), []byte(`{"error":null}`), []byte(`{"error":"text"}`))
@@ -193,7 +210,9 @@ func testClassifyInvariants(t suiteT, p provider.Provider, f *Features) {
 		if !c.Kind.Valid() {
 			t.Errorf("ClassifyStreamError(%s): kind %q is not one of the contract's", describe(d), c.Kind)
 		}
-		assert.Zero(t, c.Status, "ClassifyStreamError(%s): an error event in a stream has no status", describe(d))
+		if c.Status != 0 && (c.Status < 100 || c.Status > 599) {
+			t.Errorf("ClassifyStreamError(%s): status %d is neither 0 nor an HTTP status", describe(d), c.Status)
+		}
 		checkMessage(t, c.Message, "ClassifyStreamError(%s)", describe(d))
 	}
 

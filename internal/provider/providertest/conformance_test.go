@@ -214,18 +214,27 @@ func (a acme) ErrorBody(status int, msg string) []byte {
 	return b
 }
 
+// acmeRateLimits are acme's rate-limit headers, in OpenAI's style.
+var acmeRateLimits = guard.RateLimitHeaders{
+	{Dim: guard.Requests, Limit: "X-Ratelimit-Limit-Requests", Remaining: "X-Ratelimit-Remaining-Requests", Reset: "X-Ratelimit-Reset-Requests"},
+}
+
 func (acme) RateLimits(h http.Header, now time.Time) guard.Observed {
-	return guard.ParseHeaders(h, now)
+	return acmeRateLimits.RateLimits(h, now)
 }
 
 // acmeCall is acme's "SDK": one POST, an *acmeError for an error status,
 // the transport's error as it comes.
-func acmeCall(ctx context.Context, _ testing.TB, baseURL string) error {
+func acmeCall(ctx context.Context, t testing.TB, baseURL string) error {
+	return acmeCallWith(ctx, http.DefaultClient, baseURL)
+}
+
+func acmeCallWith(ctx context.Context, hc *http.Client, baseURL string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/complete", strings.NewReader(`{"model":"a1"}`))
 	if err != nil {
 		return err
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -313,7 +322,9 @@ func acmeFeatures() Features {
 					return o
 				}()},
 		},
-		SDK: &SDK{Call: acmeCall},
+		SDK: &SDK{Call: acmeCall, Timeouts: []SDKTimeout{{Name: "http client timeout", Call: func(ctx context.Context, _ testing.TB, baseURL string, d time.Duration) error {
+			return acmeCallWith(ctx, &http.Client{Timeout: d}, baseURL)
+		}}}},
 	}
 }
 
@@ -459,7 +470,7 @@ func TestConformanceCatchesBrokenProviders(t *testing.T) {
 		{"inspect-rewrites", []string{"requests", "requests-invariants"}},
 		{"negative-usage", []string{"usage-body-invariants", "usage-stream-invariants"}},
 		{"final-500", []string{"classify-invariants", "errorbody-invariants"}},
-		{"greedy-classifier", []string{"classify-invariants", "classify-sdk", "classify-sdk-faults", "errorbody-sdk"}},
+		{"greedy-classifier", []string{"classify-invariants", "classify-sdk", "classify-sdk-faults", "classify-sdk-timeouts", "errorbody-sdk"}},
 	}
 	for _, tt := range tests {
 		t.Run("bug="+tt.bug, func(t *testing.T) {
@@ -485,7 +496,7 @@ func TestConformanceSkipsWhatAProviderLacks(t *testing.T) {
 	run(rec, acme{}, f)
 	failed, skipped := rec.outcome()
 	assert.Empty(t, failed, rec.report())
-	assert.Equal(t, []string{"usage-broken", "stream-errors", "classify-sdk", "classify-sdk-faults", "errorbody-sdk", "ratelimits"}, skipped)
+	assert.Equal(t, []string{"usage-broken", "stream-errors", "classify-sdk", "classify-sdk-faults", "classify-sdk-timeouts", "errorbody-sdk", "ratelimits"}, skipped)
 
 	rec = newRecorder(t)
 	run(rec, acme{}, Features{Name: "acme"})
