@@ -163,14 +163,11 @@ func features() providertest.Features {
 			},
 		},
 		SDK: &providertest.SDK{
-			Call: func(ctx context.Context, t testing.TB, baseURL string) error { return call(ctx, t, baseURL) },
-			Timeouts: []providertest.SDKTimeout{
-				{Name: "SDK request timeout", Call: func(ctx context.Context, t testing.TB, baseURL string, d time.Duration) error {
-					return call(ctx, t, baseURL, option.WithRequestTimeout(d))
-				}},
-				{Name: "http client timeout", Call: func(ctx context.Context, t testing.TB, baseURL string, d time.Duration) error {
-					return call(ctx, t, baseURL, option.WithHTTPClient(&http.Client{Timeout: d}))
-				}},
+			Call: func(ctx context.Context, t testing.TB, baseURL string, hc *http.Client) error {
+				return call(ctx, t, baseURL, option.WithHTTPClient(hc))
+			},
+			RequestTimeout: func(ctx context.Context, t testing.TB, baseURL string, d time.Duration) error {
+				return call(ctx, t, baseURL, option.WithRequestTimeout(d))
 			},
 		},
 	}

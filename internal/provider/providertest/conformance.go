@@ -191,20 +191,15 @@ type RateLimitCase struct {
 // SDK is the provider's SDK, as its adapter builds it.
 type SDK struct {
 	// Call makes one unary call with a client of the provider's SDK built
-	// as the adapter requires (the SDK's own retries off) against the API
-	// at baseURL, and returns the call's error.
-	Call func(ctx context.Context, t testing.TB, baseURL string) error
-	// Timeouts are the SDK's own ways to bound an attempt (a request
-	// timeout option, the HTTP client's timeout): each makes the call
-	// with its timeout set to d. The suite checks that a server that
-	// hangs makes them a retryable timeout.
-	Timeouts []SDKTimeout
-}
-
-// SDKTimeout is one of the SDK's own ways to bound an attempt.
-type SDKTimeout struct {
-	Name string
-	Call func(ctx context.Context, t testing.TB, baseURL string, d time.Duration) error
+	// as the adapter requires (the SDK's own retries off), whose HTTP
+	// client is hc, against the API at baseURL, and returns the call's
+	// error.
+	Call func(ctx context.Context, t testing.TB, baseURL string, hc *http.Client) error
+	// RequestTimeout makes the call with the SDK's own request timeout
+	// option set to d; nil when the SDK has none. The suite checks that a
+	// server that hangs makes it a retryable timeout, as it checks the
+	// HTTP client's timeout.
+	RequestTimeout func(ctx context.Context, t testing.TB, baseURL string, d time.Duration) error
 }
 
 // scenario is one part of the suite.
@@ -232,7 +227,7 @@ var scenarios = []scenario{
 	{"classify-invariants", nil, testClassifyInvariants},
 	{"classify-sdk", lacksSDK, testSDKResponses},
 	{"classify-sdk-faults", lacksSDK, testSDKFaults},
-	{"classify-sdk-timeouts", lacksSDKTimeouts, testSDKTimeouts},
+	{"classify-sdk-timeouts", lacksSDK, testSDKTimeouts},
 	{"errorbody", nil, testErrorBodies},
 	{"errorbody-sdk", lacksSDK, testSDKErrorBodies},
 	{"errorbody-invariants", nil, testErrorBodyInvariants},
@@ -284,16 +279,6 @@ func lacksStreamErrors(f *Features) string {
 func lacksSDK(f *Features) string {
 	if f.SDK == nil || f.SDK.Call == nil {
 		return "the provider has no SDK adapter (Features.SDK is nil)"
-	}
-	return ""
-}
-
-func lacksSDKTimeouts(f *Features) string {
-	if why := lacksSDK(f); why != "" {
-		return why
-	}
-	if len(f.SDK.Timeouts) == 0 {
-		return "the SDK has no timeout of its own (Features.SDK.Timeouts is empty)"
 	}
 	return ""
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 	"unicode/utf8"
 
@@ -64,7 +65,9 @@ func testResponses(t suiteT, p provider.Provider, f *Features) {
 func sdkCall(t suiteT, f *Features, ctx context.Context, reply Reply) error {
 	t.Helper()
 	s := Start(t, reply)
-	err := f.SDK.Call(ctx, t, s.URL)
+	hc := &http.Client{}
+	t.Cleanup(hc.CloseIdleConnections)
+	err := f.SDK.Call(ctx, t, s.URL, hc)
 	require.Error(t, err, "the SDK's call to a server answering %d %s", reply.Status, reply.Body)
 	assert.EqualValues(t, 1, s.Requests(), "requests the server saw; more means the SDK retried on its own")
 	return err
@@ -132,13 +135,27 @@ func testSDKFaults(t suiteT, p provider.Provider, f *Features) {
 	}
 }
 
-// testSDKTimeouts checks the SDK's own timeouts against a server that
+// testSDKTimeouts checks the timeouts of the SDK's HTTP client and, when
+// it has one, of its own request timeout option, against a server that
 // hangs: each is a timeout, retried, and the SDK sent one request.
 func testSDKTimeouts(t suiteT, p provider.Provider, f *Features) {
-	for _, to := range f.SDK.Timeouts {
-		t.Run(to.Name, func(t suiteT) {
+	for _, tc := range []struct {
+		name string
+		call func(ctx context.Context, t testing.TB, baseURL string, d time.Duration) error
+	}{
+		{"http client timeout", func(ctx context.Context, t testing.TB, baseURL string, d time.Duration) error {
+			hc := &http.Client{Timeout: d}
+			t.Cleanup(hc.CloseIdleConnections)
+			return f.SDK.Call(ctx, t, baseURL, hc)
+		}},
+		{"SDK request timeout", f.SDK.RequestTimeout},
+	} {
+		t.Run(tc.name, func(t suiteT) {
+			if tc.call == nil {
+				t.Skip("the SDK has no request timeout of its own (Features.SDK.RequestTimeout is nil)")
+			}
 			s := Start(t, Reply{Fault: FaultHang})
-			err := to.Call(context.Background(), t, s.URL, faultTimeout)
+			err := tc.call(context.Background(), t, s.URL, faultTimeout)
 			require.Error(t, err, "the SDK's call to a server that hangs")
 			assert.EqualValues(t, 1, s.Requests(), "requests the server saw; more means the SDK retried on its own")
 			got, ok := Classify(context.Background(), p.Classifier(), err, Now)

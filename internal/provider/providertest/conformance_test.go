@@ -225,11 +225,7 @@ func (acme) RateLimits(h http.Header, now time.Time) guard.Observed {
 
 // acmeCall is acme's "SDK": one POST, an *acmeError for an error status,
 // the transport's error as it comes.
-func acmeCall(ctx context.Context, t testing.TB, baseURL string) error {
-	return acmeCallWith(ctx, http.DefaultClient, baseURL)
-}
-
-func acmeCallWith(ctx context.Context, hc *http.Client, baseURL string) error {
+func acmeCall(ctx context.Context, _ testing.TB, baseURL string, hc *http.Client) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/complete", strings.NewReader(`{"model":"a1"}`))
 	if err != nil {
 		return err
@@ -322,9 +318,7 @@ func acmeFeatures() Features {
 					return o
 				}()},
 		},
-		SDK: &SDK{Call: acmeCall, Timeouts: []SDKTimeout{{Name: "http client timeout", Call: func(ctx context.Context, _ testing.TB, baseURL string, d time.Duration) error {
-			return acmeCallWith(ctx, &http.Client{Timeout: d}, baseURL)
-		}}}},
+		SDK: &SDK{Call: acmeCall},
 	}
 }
 
