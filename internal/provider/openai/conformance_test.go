@@ -28,3 +28,29 @@ func TestConformanceOfACompatibleUpstream(t *testing.T) {
 	f.SDK = openaitest.SDK(ClientOptions()...)
 	providertest.Run(t, p, f)
 }
+
+// unasked is a compatible API like Mistral's: no embeddings accounted,
+// and chat streams that report their usage unasked (the body goes as the
+// client wrote it).
+type unasked struct{ *Provider }
+
+func (p unasked) Match(path string) (provider.Route, bool) {
+	rt, ok := p.Provider.Match(path)
+	return rt, ok && rt.Endpoint != EndpointEmbeddings
+}
+
+func (p unasked) Inspect(rt provider.Route, body []byte) provider.Request {
+	req := p.Provider.Inspect(rt, body)
+	req.Body, req.InjectedUsage = body, false
+	return req
+}
+
+// TestConformanceOfAnAPIWithoutEmbeddingsOrStreamOptions shows the tables
+// of a compatible API that differs from OpenAI's (openaitest.Without,
+// openaitest.UsageUnasked), as a preset's test makes them.
+func TestConformanceOfAnAPIWithoutEmbeddingsOrStreamOptions(t *testing.T) {
+	p := unasked{New("unasked", provider.Upstream{Origin: "https://llm.example.com", CredentialHeaders: []string{"Authorization"}, BearerCredential: true, RequestIDHeader: RequestIDHeader}, RateLimitHeaders)}
+	f := openaitest.UsageUnasked(openaitest.Without(openaitest.Features("unasked", RequestIDHeader), "/v1/embeddings"))
+	f.SDK = openaitest.SDK(ClientOptions()...)
+	providertest.Run(t, p, f)
+}

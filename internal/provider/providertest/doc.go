@@ -12,19 +12,26 @@
 // Upstream, the routes (Match), the requests (Inspect), the usage of
 // whole bodies, of complete streams and of streams cut short, error
 // events in a stream, the classification of raw error responses and of
-// the SDK's errors for the same responses, the SDK's transport faults, the
-// error bodies the gateway makes (ErrorBody) and the rate-limit headers.
-// Beside the tables, every provider meets the generic invariants: Match
-// takes no odd path nor an accounted path with more before or after it;
-// Inspect never panics, never writes to its input and returns a body that
-// is not JSON as it is; BodyUsage and the stream's accountant never panic
-// and never report a negative count, whatever the data (the provider's
+// the SDK's errors for the same responses, the SDK's transport faults and
+// timeouts, the error bodies the gateway makes (ErrorBody) and the
+// rate-limit headers. Beside the tables, every provider meets the generic
+// invariants: Match takes no odd path nor an accounted path with more
+// before or after it; Inspect never panics, never writes to its input,
+// returns a body that is not JSON as it is, changes a body only to add
+// the usage option, and then names no member twice; BodyUsage and the
+// stream's accountant never panic and never report a negative count or
+// an ID that does not fit the contract, whatever the data (the provider's
 // own samples cut short, with every number negated or huge, and garbage);
 // ClassifyResponse never panics for any status from 100 to 599 and, for
 // an error status whose body it cannot read, follows the contract's
-// status rule (retry.StatusKind); ErrorBody is JSON for every error status
-// and ClassifyResponse reads its status back, a 429 and a 5xx of 500, 502,
-// 503, 504 retried, a 400 not; the classifier claims no transport error.
+// status rule (retry.StatusKind) and keeps the body out of the message;
+// ClassifyStreamError gives a valid kind and a status that is 0 or an
+// HTTP status; ErrorBody is JSON for every error status and
+// ClassifyResponse reads its status back, a 429 and a 500, 502, 503 or
+// 504 retried, a 400 not; the classifier claims no transport error.
+//
+// The one rule the suite cannot check is that a GET is never accounted:
+// Match takes a path, and the method is the gateway's to check.
 //
 // # Adding a provider's test
 //
@@ -43,13 +50,18 @@
 // The tables of one API live in one place: a provider's other tests read
 // them from its Features rather than repeat them.
 //
-// An OpenAI-compatible provider (a preset or a --upstream) shares
-// OpenAI's wire format, so it runs OpenAI's Features with its own name,
-// origin and differences: the openai package's test exports nothing, so
-// the compatible providers' tests build on openai's feature function (see
-// internal/provider/openai's conformance_test.go) and change Name, the
-// rate-limit headers their upstream sends and the error codes that
-// differ.
+// An OpenAI-compatible provider (a preset or an --upstream, built on
+// openai.New) runs the tables of OpenAI's dialect, which live in
+// internal/provider/openai/openaitest so that any package's test can
+// take them, and changes what differs:
+//
+//	f := openaitest.Features("mistral", "X-Kong-Request-Id") // its name, its request ID header
+//	f = openaitest.Without(f, "/v1/embeddings")             // an endpoint it does not account
+//	f = openaitest.UsageUnasked(f)                          // no stream_options: the usage comes unasked
+//	f.RateLimits = ...                                      // its own headers (nil: it sends none)
+//	f.Responses = append(f.Responses, ...)                  // the error bodies it classifies otherwise
+//	f.SDK = openaitest.SDK(clientOptions...)                // the openai-go client pointed at it
+//	providertest.Run(t, p, f)
 //
 // It is for tests only.
 package providertest

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -400,4 +401,31 @@ func parseError(body []byte) (string, error) {
 		return "", errors.New("no error.type: not an OpenAI error")
 	}
 	return e.Message, nil
+}
+
+// Without returns f for a compatible API that does not account the
+// endpoint at path (a preset's Endpoints): the path moves to NotRoutes,
+// and the cases on it go.
+func Without(f providertest.Features, path string) providertest.Features {
+	f.Routes = slices.DeleteFunc(slices.Clone(f.Routes), func(c providertest.RouteCase) bool { return c.Path == path })
+	f.NotRoutes = append(slices.Clone(f.NotRoutes), path)
+	f.Requests = slices.DeleteFunc(slices.Clone(f.Requests), func(c providertest.RequestCase) bool { return c.Path == path })
+	f.Bodies = slices.DeleteFunc(slices.Clone(f.Bodies), func(c providertest.BodyCase) bool { return c.Path == path })
+	f.Streams = slices.DeleteFunc(slices.Clone(f.Streams), func(c providertest.StreamCase) bool { return c.Path == path })
+	return f
+}
+
+// UsageUnasked returns f for a compatible API whose chat streams report
+// their usage unasked and refuse stream_options (Mistral): Inspect adds
+// nothing, and the usage chunk, the client's own, is not dropped.
+func UsageUnasked(f providertest.Features) providertest.Features {
+	f.Requests = slices.Clone(f.Requests)
+	for i := range f.Requests {
+		f.Requests[i].InjectedUsage, f.Requests[i].Sent = false, ""
+	}
+	f.Streams = slices.Clone(f.Streams)
+	for i := range f.Streams {
+		f.Streams[i].Drop = nil
+	}
+	return f
 }
