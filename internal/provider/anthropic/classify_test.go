@@ -2,9 +2,7 @@ package anthropic
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,7 +23,7 @@ const faultTimeout = 50 * time.Millisecond
 
 // newClient returns a real SDK client for the fault server at url, built
 // with ClientOptions after any extra options.
-func newClient(t *testing.T, url string, extra ...option.RequestOption) sdk.Client {
+func newClient(t testing.TB, url string, extra ...option.RequestOption) sdk.Client {
 	t.Helper()
 	hc := &http.Client{}
 	t.Cleanup(hc.CloseIdleConnections)
@@ -58,210 +56,6 @@ func jsonHeader(reqID string, kv ...string) map[string]string {
 		h[kv[i]] = kv[i+1]
 	}
 	return h
-}
-
-func TestClassifyRealClientErrors(t *testing.T) {
-	hang := providertest.Reply{Fault: providertest.FaultHang}
-	tests := []struct {
-		name  string
-		reply providertest.Reply
-		// opts are extra client options.
-		opts []option.RequestOption
-		// attemptTimeout bounds the attempt's context, which is derived from
-		// the caller's; callerTimeout bounds the caller's own.
-		attemptTimeout, callerTimeout time.Duration
-		apiError                      bool // the SDK returns a *anthropic.Error
-		want                          providertest.Want
-		messageLacks                  string
-	}{
-		{
-			name:     "429 with retry-after",
-			reply:    providertest.Reply{Status: 429, Header: jsonHeader("req_429", "Retry-After", "7"), Body: errorBody("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindRateLimit, Status: 429, Retryable: true, Hint: 7 * time.Second, HasHint: true, ProviderRequestID: "req_429", MessageContains: "429 Too Many Requests: rate_limit_error: Number of request tokens"},
-		},
-		{
-			name:     "429 with retry-after-ms",
-			reply:    providertest.Reply{Status: 429, Header: jsonHeader("req_429ms", "Retry-After", "7", "Retry-After-Ms", "250"), Body: errorBody("rate_limit_error", "slow down")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindRateLimit, Status: 429, Retryable: true, Hint: 250 * time.Millisecond, HasHint: true, ProviderRequestID: "req_429ms"},
-		},
-		{
-			name:     "429 ramp limit",
-			reply:    providertest.Reply{Status: 429, Header: jsonHeader("req_ramp", "Retry-After", "3"), Body: `{"type":"error","error":{"type":"rate_limit_error","message":"ramp","details":{"error_code":"ramp_limit_exceeded"}}}`},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindRateLimit, Status: 429, Retryable: true, Hint: 3 * time.Second, HasHint: true, ProviderRequestID: "req_ramp"},
-		},
-		{
-			name:     "529 overloaded",
-			reply:    providertest.Reply{Status: 529, Header: jsonHeader("req_529"), Body: errorBody("overloaded_error", "Overloaded")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindOverloaded, Status: 529, Retryable: true, ProviderRequestID: "req_529", MessageContains: "529: overloaded_error: Overloaded"},
-		},
-		{
-			name:     "500 api error",
-			reply:    providertest.Reply{Status: 500, Header: jsonHeader("req_500"), Body: errorBody("api_error", "Internal server error")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindServer, Status: 500, Retryable: true, ProviderRequestID: "req_500", MessageContains: "api_error"},
-		},
-		{
-			name:         "503 with an HTML body",
-			reply:        providertest.Reply{Status: 503, Header: map[string]string{"Content-Type": "text/html"}, Body: "<html><body>upstream connect error</body></html>"},
-			apiError:     true,
-			want:         providertest.Want{Kind: events.KindOverloaded, Status: 503, Retryable: true, MessageContains: "503 Service Unavailable"},
-			messageLacks: "<html>",
-		},
-		{
-			name:     "504 timeout error",
-			reply:    providertest.Reply{Status: 504, Header: jsonHeader("req_504"), Body: errorBody("timeout_error", "Request timed out")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindTimeout, Status: 504, Retryable: true, ProviderRequestID: "req_504"},
-		},
-		{
-			name:     "409 conflict",
-			reply:    providertest.Reply{Status: 409, Header: jsonHeader("req_409"), Body: errorBody("conflict_error", "conflict")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindServer, Status: 409, Retryable: true, ProviderRequestID: "req_409"},
-		},
-		{
-			name:     "400 invalid request",
-			reply:    providertest.Reply{Status: 400, Header: jsonHeader("req_400"), Body: errorBody("invalid_request_error", "messages: field required")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindClient, Status: 400, ProviderRequestID: "req_400", MessageContains: "invalid_request_error: messages: field required"},
-		},
-		{
-			name:     "401 authentication",
-			reply:    providertest.Reply{Status: 401, Header: jsonHeader("req_401"), Body: errorBody("authentication_error", "invalid x-api-key")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindAuth, Status: 401, ProviderRequestID: "req_401"},
-		},
-		{
-			name:     "403 permission",
-			reply:    providertest.Reply{Status: 403, Header: jsonHeader("req_403"), Body: errorBody("permission_error", "not allowed")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindAuth, Status: 403, ProviderRequestID: "req_403"},
-		},
-		{
-			name:     "404 not found",
-			reply:    providertest.Reply{Status: 404, Header: jsonHeader("req_404"), Body: errorBody("not_found_error", "model: claude-test")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindClient, Status: 404, ProviderRequestID: "req_404"},
-		},
-		{
-			name:     "413 request too large",
-			reply:    providertest.Reply{Status: 413, Header: jsonHeader("req_413"), Body: errorBody("request_too_large", "Request exceeds the maximum allowed number of bytes")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindClient, Status: 413, ProviderRequestID: "req_413"},
-		},
-		{
-			name:     "400 credit balance too low",
-			reply:    providertest.Reply{Status: 400, Header: jsonHeader("req_credit"), Body: errorBody("invalid_request_error", "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindQuota, Status: 400, ProviderRequestID: "req_credit", MessageContains: "credit balance is too low"},
-		},
-		{
-			name:     "402 billing error",
-			reply:    providertest.Reply{Status: 402, Header: jsonHeader("req_402"), Body: errorBody("billing_error", "billing")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindQuota, Status: 402, ProviderRequestID: "req_402"},
-		},
-		{
-			name: "429 spend limit is quota, even with x-should-retry true",
-			reply: providertest.Reply{Status: 429, Header: jsonHeader("req_spend", "Retry-After", "60", "X-Should-Retry", "true"),
-				Body: `{"type":"error","error":{"type":"rate_limit_error","message":"The organization has reached its spend limit","details":{"error_code":"enforced_spend_limit_reached"}}}`},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindQuota, Status: 429, Hint: time.Minute, HasHint: true, ProviderRequestID: "req_spend"},
-		},
-		{
-			name:     "500 with x-should-retry false",
-			reply:    providertest.Reply{Status: 500, Header: jsonHeader("req_nsr", "X-Should-Retry", "false"), Body: errorBody("api_error", "do not retry")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindServer, Status: 500, ProviderRequestID: "req_nsr"},
-		},
-		{
-			name:     "400 with x-should-retry true",
-			reply:    providertest.Reply{Status: 400, Header: jsonHeader("req_sr", "X-Should-Retry", "true"), Body: errorBody("invalid_request_error", "transient")},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindClient, Status: 400, Retryable: true, ProviderRequestID: "req_sr"},
-		},
-		{
-			name:     "long message is cut to 1 KiB",
-			reply:    providertest.Reply{Status: 400, Header: jsonHeader("req_long"), Body: errorBody("invalid_request_error", strings.Repeat("é", 2000))},
-			apiError: true,
-			want:     providertest.Want{Kind: events.KindClient, Status: 400, ProviderRequestID: "req_long", MessageContains: "invalid_request_error: éé"},
-		},
-		{
-			name:  "connection reset",
-			reply: providertest.Reply{Fault: providertest.FaultReset},
-			want:  providertest.Want{Kind: events.KindConnection, Retryable: true},
-		},
-		{
-			name:  "response cut off mid-body",
-			reply: providertest.Reply{Status: 200, Header: map[string]string{"Content-Type": "application/json"}, Body: `{"id":"msg_1","type":"mess`, Fault: providertest.FaultTruncate},
-			want:  providertest.Want{Kind: events.KindConnection, Retryable: true, MessageContains: "unexpected EOF"},
-		},
-		{
-			name:  "error response cut off mid-body",
-			reply: providertest.Reply{Status: 500, Header: jsonHeader("req_cut"), Body: `{"type":"error","err`, Fault: providertest.FaultTruncate},
-			want:  providertest.Want{Kind: events.KindConnection, Retryable: true},
-		},
-		{
-			name:           "attempt timeout (context)",
-			reply:          hang,
-			attemptTimeout: faultTimeout,
-			want:           providertest.Want{Kind: events.KindTimeout, Retryable: true},
-		},
-		{
-			name:  "attempt timeout (SDK request timeout)",
-			reply: hang,
-			opts:  []option.RequestOption{option.WithRequestTimeout(faultTimeout)},
-			want:  providertest.Want{Kind: events.KindTimeout, Retryable: true},
-		},
-		{
-			name:  "http client timeout",
-			reply: hang,
-			opts:  []option.RequestOption{option.WithHTTPClient(&http.Client{Timeout: faultTimeout})},
-			want:  providertest.Want{Kind: events.KindTimeout, Retryable: true},
-		},
-		{
-			name:          "caller's deadline is not retried",
-			reply:         hang,
-			callerTimeout: faultTimeout,
-			want:          providertest.Want{Kind: events.KindCanceled},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := providertest.Start(t, tt.reply)
-			client := newClient(t, s.URL, tt.opts...)
-			callerCtx, ctx := context.Background(), context.Background()
-			if tt.callerTimeout > 0 {
-				var cancel context.CancelFunc
-				callerCtx, cancel = context.WithTimeout(callerCtx, tt.callerTimeout)
-				defer cancel()
-				ctx = callerCtx
-			}
-			if tt.attemptTimeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(callerCtx, tt.attemptTimeout)
-				defer cancel()
-			}
-
-			_, err := client.Messages.New(ctx, newParams())
-			require.Error(t, err)
-			assert.EqualValues(t, 1, s.Requests(), "requests the server saw; more means the SDK retried")
-			var ae *sdk.Error
-			assert.Equal(t, tt.apiError, errors.As(err, &ae), "SDK error type: %T %v", err, err)
-
-			got, ok := providertest.Classify(callerCtx, retry.Chain{Classifier}, err, time.Now())
-			require.True(t, ok, "unclassified: %T %v", err, err)
-			t.Logf("SDK error %T; message %q", err, got.Message)
-			providertest.Check(t, got, tt.want)
-			if tt.messageLacks != "" {
-				assert.NotContains(t, got.Message, tt.messageLacks)
-			}
-		})
-	}
 }
 
 // TestSDKRetriesWithoutClientOptions is the control for the one-request
@@ -359,16 +153,9 @@ func TestClassifyStreamErrors(t *testing.T) {
 	}
 }
 
-func TestClassifyIgnoresOtherErrors(t *testing.T) {
-	for _, err := range []error{
-		io.EOF,
-		context.DeadlineExceeded,
-		errors.New("anthropic: something"),
-		fmt.Errorf("wrapped: %w", io.ErrUnexpectedEOF),
-	} {
-		_, ok := Classify(err, time.Now())
-		assert.False(t, ok, "%v", err)
-	}
+// The errors that are not the SDK's are the conformance suite's
+// (classify-invariants); a typed nil is this SDK's own trap.
+func TestClassifyIgnoresTypedNil(t *testing.T) {
 	var nilErr *sdk.Error
 	_, ok := Classify(nilErr, time.Now())
 	assert.False(t, ok, "typed nil")

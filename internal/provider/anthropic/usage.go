@@ -1,6 +1,8 @@
 package anthropic
 
 import (
+	"math"
+
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/agentledger/ledger/internal/events"
@@ -17,13 +19,25 @@ func UsageOf(u sdk.Usage) events.Usage {
 	return usage(u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens)
 }
 
+// usage is the contract's usage of the API's counts. A negative count
+// (which no real response has) counts as 0, and the input saturates
+// rather than overflows: the usage is never negative.
 func usage(input, output, cacheRead, cacheCreation int64) events.Usage {
+	input, output, cacheRead, cacheCreation = max(input, 0), max(output, 0), max(cacheRead, 0), max(cacheCreation, 0)
 	return events.Usage{
-		InputTokens:              input + cacheRead + cacheCreation,
+		InputTokens:              addSat(addSat(input, cacheRead), cacheCreation),
 		OutputTokens:             output,
 		CacheReadInputTokens:     cacheRead,
 		CacheCreationInputTokens: cacheCreation,
 	}
+}
+
+// addSat is a + b for non-negative a and b, at most math.MaxInt64.
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // StreamUsage follows the usage a message stream reports, so that a stream

@@ -51,7 +51,8 @@ var rpcStatus = map[string]int{
 // retryDelay. A RESOURCE_EXHAUSTED that names a daily quota (a QuotaFailure
 // violation or an ErrorInfo quota_limit containing "PerDay"), or a quota
 // whose limit is 0, is KindQuota and never retried: it does not reset
-// within any retry budget. Status is error.code as sent, 0 when missing.
+// within any retry budget. Status is error.code as sent, 0 when missing
+// or not an HTTP status (100-599), which an event cannot carry.
 func Classify(err error, _ time.Time) (retry.Classification, bool) {
 	ae, ok := asAPIError(err)
 	if !ok {
@@ -65,6 +66,9 @@ func Classify(err error, _ time.Time) (retry.Classification, bool) {
 	}
 	c := retry.ClassifyHTTP(status, nil, time.Time{})
 	c.Status = ae.Code
+	if c.Status < 100 || c.Status > 599 {
+		c.Status = 0 // not an HTTP status: the event takes none
+	}
 	switch rpc {
 	case "RESOURCE_EXHAUSTED":
 		c.Kind, c.Retryable = events.KindRateLimit, true

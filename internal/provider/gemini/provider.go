@@ -138,7 +138,11 @@ func (Provider) ClassifyResponse(status int, _ http.Header, body []byte, _ time.
 
 // ClassifyStreamError classifies the error object of a chunk.
 func (Provider) ClassifyStreamError(_ http.Header, data []byte, _ time.Time) retry.Classification {
-	c, _ := StreamError(data)
+	c, ok := StreamError(data)
+	if !ok {
+		// Not an error object: nothing says more than that it failed.
+		c = retry.Classification{Kind: events.KindOther, Message: "error event in stream"}
+	}
 	return c
 }
 

@@ -30,10 +30,13 @@ func MetadataUsage(m *genai.GenerateContentResponseUsageMetadata) events.Usage {
 	if m == nil {
 		return events.Usage{}
 	}
+	// A negative count (which no real response has) counts as 0: the
+	// usage is never negative.
+	count := func(n int32) int64 { return int64(max(n, 0)) }
 	return events.Usage{
-		InputTokens:          int64(m.PromptTokenCount) + int64(m.ToolUsePromptTokenCount),
-		OutputTokens:         int64(m.CandidatesTokenCount) + int64(m.ThoughtsTokenCount),
-		CacheReadInputTokens: int64(m.CachedContentTokenCount),
+		InputTokens:          count(m.PromptTokenCount) + count(m.ToolUsePromptTokenCount),
+		OutputTokens:         count(m.CandidatesTokenCount) + count(m.ThoughtsTokenCount),
+		CacheReadInputTokens: count(m.CachedContentTokenCount),
 	}
 }
 

@@ -3,9 +3,12 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"time"
+
+	sdk "github.com/openai/openai-go/v3"
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/guard"
@@ -116,10 +119,15 @@ const includeUsageMember = `"stream_options":{"include_usage":true},`
 // includeUsage returns body with stream_options.include_usage set, and
 // whether it had to be set. A request without stream_options gets the
 // member inserted first, leaving the rest byte for byte; one with
-// stream_options of its own has it rewritten (and the body re-encoded).
+// stream_options of its own (null included: a member inserted before it
+// would be a second stream_options, and decoders keep the last) has it
+// rewritten, and the body re-encoded.
 func includeUsage(body []byte, opts json.RawMessage) ([]byte, bool) {
 	o := bytes.TrimSpace(opts)
-	if len(o) == 0 || string(o) == "null" {
+	if string(o) == "null" {
+		o = []byte("{}")
+	}
+	if len(o) == 0 {
 		i := bytes.IndexByte(body, '{')
 		out := make([]byte, 0, len(body)+len(includeUsageMember))
 		out = append(append(append(out, body[:i+1]...), includeUsageMember...), body[i+1:]...)
@@ -244,13 +252,28 @@ func (s *responsesStream) Usage() events.Usage { return s.u.Usage() }
 func (s *responsesStream) Complete() bool      { return s.done }
 func (s *responsesStream) ProviderID() string  { return s.id }
 
-// Classifier classifies the SDK's errors.
-func (p *Provider) Classifier() retry.Classifier { return Classifier }
+// Classifier classifies the SDK's errors, the request ID read from the
+// provider's own header.
+func (p *Provider) Classifier() retry.Classifier {
+	if http.CanonicalHeaderKey(p.upstream.RequestIDHeader) == http.CanonicalHeaderKey(RequestIDHeader) {
+		return Classifier
+	}
+	return retry.ClassifierFunc(func(err error, now time.Time) (retry.Classification, bool) {
+		c, ok := Classify(err, now)
+		var oe *sdk.Error
+		if ok && errors.As(err, &oe) && oe != nil && oe.Response != nil {
+			c.ProviderRequestID = p.requestID(oe.Response.Header)
+		}
+		return c, ok
+	})
+}
 
 // ClassifyResponse classifies an error response (see the function of the
-// same name).
+// same name), the request ID read from the provider's own header.
 func (p *Provider) ClassifyResponse(status int, header http.Header, body []byte, now time.Time) retry.Classification {
-	return ClassifyResponse(status, header, body, now)
+	c := ClassifyResponse(status, header, body, now)
+	c.ProviderRequestID = p.requestID(header)
+	return c
 }
 
 // ClassifyStreamError classifies the data of an error chunk or event (see

@@ -18,12 +18,12 @@ import (
 // a stream with StreamUsage, which still reports the output streamed when
 // that chunk never comes.
 func UsageOf(u sdk.CompletionUsage) events.Usage {
-	return events.Usage{
+	return nonNegative(events.Usage{
 		InputTokens:              u.PromptTokens,
 		OutputTokens:             u.CompletionTokens,
 		CacheReadInputTokens:     u.PromptTokensDetails.CachedTokens,
 		CacheCreationInputTokens: u.PromptTokensDetails.CacheWriteTokens,
-	}
+	})
 }
 
 // ResponseUsageOf converts the usage of a Responses API response to the
@@ -32,10 +32,21 @@ func UsageOf(u sdk.CompletionUsage) events.Usage {
 // the cache (cache_write_tokens); reasoning tokens are part of
 // output_tokens.
 func ResponseUsageOf(u responses.ResponseUsage) events.Usage {
-	return events.Usage{
+	return nonNegative(events.Usage{
 		InputTokens:              u.InputTokens,
 		OutputTokens:             u.OutputTokens,
 		CacheReadInputTokens:     u.InputTokensDetails.CachedTokens,
 		CacheCreationInputTokens: u.InputTokensDetails.CacheWriteTokens,
+	})
+}
+
+// nonNegative makes a negative count (which no real response has) 0: the
+// usage is never negative.
+func nonNegative(u events.Usage) events.Usage {
+	return events.Usage{
+		InputTokens:              max(u.InputTokens, 0),
+		OutputTokens:             max(u.OutputTokens, 0),
+		CacheReadInputTokens:     max(u.CacheReadInputTokens, 0),
+		CacheCreationInputTokens: max(u.CacheCreationInputTokens, 0),
 	}
 }
