@@ -33,4 +33,8 @@
 // Classify returns ok false for all but the first two, so that the
 // middleware's chain falls through to retry.ClassifyTransport, which
 // recognises every one of them.
+//
+// fake.go is the API's fake dialect (FakeDialect), which the fake provider
+// of the simulator and ledgertest speaks, and fake_caller.go the SDK
+// client the simulator drives against it.
 package anthropic

@@ -36,4 +36,11 @@
 // Classify returns ok false for all but the first two, so that the
 // middleware's chain falls through to retry.ClassifyTransport, which
 // recognises every one of them.
+//
+// fake*.go are the APIs' fake dialect (FakeDialect: chat completions,
+// responses, embeddings), which the fake provider of the simulator and
+// ledgertest speaks, made for OpenAI (OpenAIFakeDialect) or for an
+// OpenAI-compatible provider with its differences (FakeOptions: prefix,
+// rate-limit headers, error body, limits); fake_caller.go is the SDK
+// client the simulator drives against it.
 package openai
