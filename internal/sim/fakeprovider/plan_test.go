@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
 
@@ -55,9 +56,9 @@ func TestPlanIsDeterministic(t *testing.T) {
 		for n := range 3 {
 			assert.Equal(t, a.Decide(id, n), b.Decide(id, n))
 		}
-		for _, p := range fakeprovider.Providers() {
-			assert.Equal(t, a.Usage(p, id), b.Usage(p, id))
-			differs = differs || a.Usage(p, id) != other.Usage(p, id)
+		for _, cw := range []bool{true, false} {
+			assert.Equal(t, a.Usage(id, cw), b.Usage(id, cw))
+			differs = differs || a.Usage(id, cw) != other.Usage(id, cw)
 		}
 	}
 	assert.True(t, differs, "another seed gives other token counts")
@@ -68,16 +69,16 @@ func TestPlanUsageRanges(t *testing.T) {
 	var sawCacheRead, sawCacheWrite bool
 	for i := range 2000 {
 		id := fmt.Sprintf("r-%d", i)
-		for _, prov := range fakeprovider.Providers() {
-			u := p.Usage(prov, id)
+		for _, cacheWrites := range []bool{true, false} {
+			u := p.Usage(id, cacheWrites)
 			require.GreaterOrEqual(t, u.InputTokens, int64(fakeprovider.MinInputTokens))
 			require.LessOrEqual(t, u.InputTokens, int64(fakeprovider.MaxInputTokens))
 			require.GreaterOrEqual(t, u.OutputTokens, int64(fakeprovider.MinOutputTokens))
 			require.LessOrEqual(t, u.OutputTokens, int64(fakeprovider.MaxOutputTokens))
 			require.LessOrEqual(t, u.CacheReadInputTokens+u.CacheCreationInputTokens, u.InputTokens,
 				"cache tokens are a subset of the input")
-			if prov != fakeprovider.Anthropic {
-				require.Zero(t, u.CacheCreationInputTokens, "only Anthropic reports cache writes")
+			if !cacheWrites {
+				require.Zero(t, u.CacheCreationInputTokens, "only a provider that bills cache writes reports them")
 			}
 			sawCacheRead = sawCacheRead || u.CacheReadInputTokens > 0
 			sawCacheWrite = sawCacheWrite || u.CacheCreationInputTokens > 0
@@ -125,5 +126,27 @@ func TestNoFaultsWithZeroMix(t *testing.T) {
 	p := fakeprovider.Plan{Seed: 5}
 	for i := range 1000 {
 		require.Equal(t, fakeprovider.FaultNone, p.Decide(fmt.Sprintf("r-%d", i), i%4).Fault)
+	}
+}
+
+// The plan's token counts are pinned: these are what the plan gave before
+// the dialects moved into the provider folders (Usage(provider, id) for
+// Anthropic, which bills cache writes, and for OpenAI), so that a seed
+// still gives the same truth.
+func TestPlanUsageIsPinned(t *testing.T) {
+	p := fakeprovider.Plan{Seed: 7, Mix: fakeprovider.DefaultMix()}
+	tests := []struct {
+		id          string
+		cacheWrites bool
+		want        events.Usage
+	}{
+		{"r-1", true, events.Usage{InputTokens: 1896, OutputTokens: 347, CacheCreationInputTokens: 515}},
+		{"r-1", false, events.Usage{InputTokens: 1896, OutputTokens: 347}},
+		{"r-2", true, events.Usage{InputTokens: 940, OutputTokens: 1239, CacheReadInputTokens: 231, CacheCreationInputTokens: 43}},
+		{"r-2", false, events.Usage{InputTokens: 940, OutputTokens: 1239, CacheReadInputTokens: 231}},
+		{"r-3", true, events.Usage{InputTokens: 1918, OutputTokens: 1144, CacheReadInputTokens: 213}},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, p.Usage(tt.id, tt.cacheWrites), "%s, cache writes %v", tt.id, tt.cacheWrites)
 	}
 }
