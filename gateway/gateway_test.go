@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -135,4 +136,33 @@ func TestCloseSaysHowManyEventsAreUndelivered(t *testing.T) {
 	assert.Equal(t, uint64(1), ue.Count)
 	assert.Contains(t, err.Error(), "1 event(s) undelivered")
 	assert.True(t, errors.Is(gw.Close(t.Context()), ledger.ErrUndelivered), "Close is idempotent")
+}
+
+// Serve hardens the server as the command does: a client that sends
+// half its headers is cut after Limits.HeaderTimeout.
+func TestServeCutsSlowHeaders(t *testing.T) {
+	l := ledgertest.Start(t, ledgertest.WithoutAggregator())
+	gw, err := gateway.New(gateway.WithPublisher(l.Publisher(t)), gateway.WithLimits(gateway.Limits{HeaderTimeout: 50 * time.Millisecond}))
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- gw.Serve(ctx, ln) }()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write([]byte("POST /v1/messages HTTP/1.1\r\nHost: gateway\r\n")) // and never the rest
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second))) // a bound, not a wait: the cut comes first
+	_, err = io.ReadAll(c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("the connection was not cut within 30 s: no header timeout")
+	}
+
+	stop()
+	require.NoError(t, <-served)
+	require.NoError(t, gw.Close(t.Context()))
 }
