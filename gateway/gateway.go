@@ -14,6 +14,7 @@ import (
 	"github.com/agentledger/ledger"
 	internal "github.com/agentledger/ledger/internal/gateway"
 	"github.com/agentledger/ledger/internal/netlimit"
+	_ "github.com/agentledger/ledger/internal/provider/builtin" // the providers it speaks for
 	"github.com/agentledger/ledger/internal/pubsink"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/topology"
@@ -107,7 +108,7 @@ func New(opts ...Option) (*Gateway, error) {
 		g.release()
 		// The handler's configuration is the options': name the option.
 		msg, option := strings.TrimPrefix(err.Error(), "gateway: "), "New"
-		if strings.HasPrefix(msg, "Upstreams") || strings.HasPrefix(msg, "upstream of") {
+		if strings.HasPrefix(msg, "Upstreams") {
 			option = "WithUpstream"
 		}
 		return nil, invalid(option, "%s", msg)

@@ -80,7 +80,10 @@ func WithPublisher(pub *ledger.Publisher) Option {
 
 // WithUpstream sends the calls of provider (its name, e.g. anthropic.Name,
 // openai.Name, gemini.Name) to origin: http or https, a host and a port,
-// no credentials; the request's path is kept as received. Default: the
+// an optional path prefix, no query or credentials. The request's path
+// (after the provider's mount /NAME, when it came that way) is appended to
+// the prefix: with origin http://127.0.0.1:9090/openai, a call to
+// /v1/chat/completions goes to /openai/v1/chat/completions. Default: the
 // provider's public endpoint. New refuses a provider the gateway does not
 // speak for, naming the ones it does.
 func WithUpstream(provider, origin string) Option {

@@ -59,5 +59,8 @@ func StartGateway(t testing.TB, l *Ledger, opts ...gateway.Option) *Gateway {
 // GatewayUpstream sends the gateway's calls of up's provider to up: point
 // the provider's SDK at the gateway, and the scripted steps answer it.
 func GatewayUpstream(up *Upstream) gateway.Option {
-	return gateway.WithUpstream(up.provider, up.srv.URL())
+	// The fake serves each provider under /NAME (its SDK's base URL is
+	// that and the API's version, URL()); the gateway appends the
+	// request's path to the origin's.
+	return gateway.WithUpstream(up.provider, up.srv.URL()+"/"+up.provider)
 }

@@ -88,9 +88,7 @@ func start(t testing.TB, provider string, steps []Step) *Upstream {
 	for i, s := range steps {
 		script[i] = s.s
 	}
-	// Listen, not New: the providers' own paths too, for a gateway given
-	// the server's root as an origin (GatewayUpstream).
-	srv, err := fakeprovider.Listen("127.0.0.1:0", fakeprovider.Options{Script: script})
+	srv, err := fakeprovider.New(fakeprovider.Options{Script: script})
 	if err != nil {
 		t.Fatalf("ledgertest: %v", err)
 	}

@@ -80,8 +80,10 @@ func (r *Registry) Names() []string {
 // registers itself when it is initialised.
 var builtin Registry
 
-// Register adds p to the built-in providers, and its classifier to the
-// ones the public middleware uses by default. It is called from the init
+// Register adds p to the built-in providers, its classifier to the ones
+// the public middleware uses by default, and its rate-limit headers to
+// the ones every retry middleware reads by default
+// (retry.RegisterRateLimits): the one registration a provider makes. It is called from the init
 // of the provider's package, and panics on a name that breaks the rule or
 // is taken: a programming error.
 func Register(p Provider) {
@@ -89,6 +91,7 @@ func Register(p Provider) {
 		panic("provider: " + err.Error())
 	}
 	retry.RegisterClassifier(p.Name(), p.Classifier())
+	retry.RegisterRateLimits(p.Name(), p)
 }
 
 // Lookup returns the built-in provider named name.
@@ -99,3 +102,14 @@ func All() []Provider { return builtin.All() }
 
 // Names returns the built-in providers' names, sorted.
 func Names() []string { return builtin.Names() }
+
+// Builtin returns a new Registry holding the built-in providers, in the
+// order they registered, for a program to add its own to (the gateway's
+// OpenAI-compatible upstreams).
+func Builtin() *Registry {
+	r := &Registry{}
+	for _, p := range All() {
+		_ = r.Add(p) // valid and distinct: Register checked
+	}
+	return r
+}
