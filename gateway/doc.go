@@ -5,7 +5,8 @@
 //
 // The gateway speaks the providers' own APIs, so that an agent in any
 // language reaches the ledger by changing its SDK's base URL alone:
-// Anthropic http://ADDR, OpenAI http://ADDR/v1, Gemini http://ADDR. Every
+// Anthropic http://ADDR, OpenAI http://ADDR/v1, Gemini http://ADDR (each
+// provider is also served under its name: http://ADDR/openai/v1). Every
 // model call runs through the retry middleware and its circuit breakers,
 // and each attempt is published as one event, accounted to the token,
 // streams relayed event by event. The session is the header
@@ -22,8 +23,8 @@
 //     ledger_gateway_attempts shared by replicas), WithNATSURL (the same
 //     on a connection the gateway makes), or WithPublisher (a
 //     *ledger.Publisher the caller owns);
-//   - the upstream origin of each provider by name (WithUpstream; default
-//     the provider's public endpoint);
+//   - the upstream origin of each provider by name, with an optional path
+//     prefix (WithUpstream; default the provider's public endpoint);
 //   - client keys (WithKeysFile, the file of cmd/gateway's --keys) or none
 //     (WithInsecureNoAuth to serve beyond loopback without them);
 //   - the retry policy (WithRetryPolicy), the limits of one client
