@@ -35,11 +35,12 @@ func invalid(option, format string, args ...any) error {
 	return fmt.Errorf("%w: gateway.%s: %s", ledger.ErrInvalidOption, option, fmt.Sprintf(format, args...))
 }
 
-// WithNATS publishes the attempt events on conn (the stream
-// LEDGER_ATTEMPTS must exist: the aggregator creates it), with a publisher
-// the Gateway owns and drains at Close, and keeps the attempt numbers of
-// the requests clients name in the KV bucket ledger_gateway_attempts
-// (created when missing), shared by every replica on the same NATS. The
+// WithNATS publishes the attempt events on conn, with a publisher the
+// Gateway owns and drains at Close, and keeps the attempt numbers of the
+// requests clients name in the KV bucket ledger_gateway_attempts (created
+// when missing), shared by every replica on the same NATS. The stream
+// LEDGER_ATTEMPTS must exist (the aggregator creates it; else give
+// WithPublisher a publisher made with ledger.WithCreateStream). The
 // caller keeps conn and closes it after Close.
 func WithNATS(conn *ledger.Conn) Option {
 	return func(o *options) error {
