@@ -166,3 +166,13 @@ func TestServeCutsSlowHeaders(t *testing.T) {
 	require.NoError(t, <-served)
 	require.NoError(t, gw.Close(t.Context()))
 }
+
+// On a NATS without the ledger's stream New says so (and closes the
+// connection it made), rather than serve calls whose events go nowhere.
+func TestNewWithoutTheStream(t *testing.T) {
+	srv := natstest.Start(t)
+	gw, err := gateway.New(gateway.WithNATSURL(srv.URL()))
+	require.ErrorIs(t, err, ledger.ErrNoStream)
+	assert.Nil(t, gw)
+	assert.Contains(t, err.Error(), "start the aggregator first")
+}
