@@ -10,8 +10,11 @@
 // one: once it accepts connections it prints "gateway listening on
 // http://ADDR" on stdout, its only line there, and logs "gateway:
 // listening" with addr=ADDR) and forwards each
-// provider's routes to --anthropic-url, --openai-url and --gemini-url
-// (origins; the providers' public endpoints by default), running every
+// provider's routes (at the root for the built-ins, and at /NAME/ for
+// every provider) to its --NAME-url, one flag per provider the command
+// links: --anthropic-url, --openai-url and --gemini-url (origins with an
+// optional path prefix the request's path is appended to; the providers'
+// public endpoints by default), running every
 // call through the retry middleware (--max-retries, --retry-base-delay,
 // --retry-max-delay, --hint-cap) and the guards of each provider and
 // model: a circuit breaker (--breaker-threshold, --breaker-cooldown), rate
