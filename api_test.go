@@ -21,6 +21,7 @@ var publicPackages = []string{
 	"github.com/agentledger/ledger/provider/gemini",
 	"github.com/agentledger/ledger/ledgertest",
 	"github.com/agentledger/ledger/metrics",
+	"github.com/agentledger/ledger/gateway",
 }
 
 // No exported identifier of a public package exposes a type of an

@@ -10,6 +10,9 @@
 // (FakeUpstream for any built-in provider by name; FakeAnthropic,
 // FakeOpenAI, FakeGemini): success, rate limit, overload, server error,
 // bad request, or a failure after the provider billed the input.
+// StartGateway serves the ledger's gateway (package gateway) on a
+// loopback port, publishing to the test's ledger, for clients that reach
+// the ledger through it; GatewayUpstream puts a fake upstream behind it.
 //
 // Everything it starts is stopped with t.Cleanup, and each server listens
 // on a random loopback port with its store in the test's temp dir, so

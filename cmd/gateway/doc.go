@@ -6,7 +6,10 @@
 //	gateway [run] [flags]
 //	gateway key new NAME
 //
-// It listens on --listen (default 127.0.0.1:8088) and forwards each
+// It listens on --listen (default 127.0.0.1:8088; port 0 picks a free
+// one: once it accepts connections it prints "gateway listening on
+// http://ADDR" on stdout, its only line there, and logs "gateway:
+// listening" with addr=ADDR) and forwards each
 // provider's routes (at the root for the built-ins, and at /NAME/ for
 // every provider) to its --NAME-url, one flag per provider the command
 // links: --anthropic-url, --openai-url and --gemini-url (origins with an
@@ -19,7 +22,10 @@
 // budget, shared with every replica and agent process on the same NATS
 // (KV bucket ledger_upstreams, docs/fleet.md) unless --fleet-limits off;
 // when NATS is slow or away each decides alone within --fleet-wait. See
-// package internal/gateway for what it accounts and how.
+// package internal/gateway for what it accounts and how. Package
+// github.com/agentledger/ledger/gateway is the same gateway as a library
+// (an http.Handler built from options, served with these limits), for a
+// program or a test that embeds it.
 //
 // Clients authenticate with the keys of --keys FILE (JSON; "gateway key
 // new NAME" makes a key and prints the file's entry for it, which holds

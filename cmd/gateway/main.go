@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"os"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/agentledger/ledger/internal/breaker"
@@ -47,6 +44,12 @@ http://ADDR/v1, Gemini http://ADDR. Set the SDK's own retries to 0.
 
 Without --keys it serves loopback addresses only (--insecure-no-auth
 overrides, with a warning). "gateway key new NAME" makes a client key.
+
+--listen 127.0.0.1:0 picks a free port (for tests): once it accepts
+connections the gateway prints one line on stdout,
+"gateway listening on http://ADDR", and logs "gateway: listening" with
+addr=ADDR on stderr. A Go program or test can embed the gateway instead:
+package github.com/agentledger/ledger/gateway, ledgertest.StartGateway.
 
 Run "gateway run -h" for the flags.`
 
@@ -109,7 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	}
 	connect.RegisterFlags(fs, &f.conn)
 	f.logs.Register(fs, "info")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8088", "address to serve on (loopback only without --keys); port 0 picks a free one, printed on stdout as \"gateway listening on http://ADDR\"")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8088", "address to serve on (loopback only without --keys); port 0 picks a free one, printed on stdout as \"gateway listening on http://ADDR\" and logged as \"gateway: listening\" addr=ADDR")
 	f.auth.register(fs)
 	for _, p := range provider.All() {
 		name := p.Name()
@@ -248,7 +251,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "gateway listening on http://%s\n", ln.Addr())
 	logger.Info("gateway: listening", "addr", ln.Addr().String(), f.upstreamAttrs(), "forward_ledger_headers", f.forward,
 		"max_connections", ln.Max(), "max_calls_per_client", f.limits.maxCallsPerClient, "max_body_bytes_in_flight", f.limits.maxBodyInFlight)
-	serveErr := serve(ctx, ln, f.limits.server(gw, ln, logger), f.shutdownTimeout, logger)
+	serveErr := f.limits.server(f.shutdownTimeout, logger).Serve(ctx, ln, gw)
 	st, closeErr := ledger.close(ctx, logger)
 	logger.Info("gateway: stopped", "calls", gw.Middleware().Stats().Calls, "attempts", gw.Middleware().Stats().Attempts,
 		"events_acked", st.Acked, "events_undelivered", st.Undelivered, "events_kept_in_outbox", st.Kept)
@@ -295,29 +298,4 @@ func newGateway(f *flags, l *ledgerConn, refusals *netlimit.Refusals, logger *sl
 		Logger:               logger,
 		Limits:               f.limits.gatewayLimits(refusals),
 	})
-}
-
-// serve runs the HTTP server until ctx ends, then shuts it down: no new
-// requests, those in flight given timeout to finish, then cut.
-func serve(ctx context.Context, ln net.Listener, srv *http.Server, timeout time.Duration, logger *slog.Logger) error {
-	errc := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() { errc <- srv.Serve(ln) })
-	defer wg.Wait()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	logger.Info("gateway: stopping; calls in flight may finish", "timeout", timeout)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		logger.Warn("gateway: calls still in flight were cut", "error", err)
-		_ = srv.Close()
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }

@@ -110,6 +110,20 @@ const leakKey = "sk-LEAKCHECK-cmd-4b06e1d2a9"
 // The command as it ships: it serves, publishes every attempt, stops
 // cleanly on its context (SIGINT/SIGTERM), and never writes a client's
 // credential into its logs (at debug level) or the events.
+// The help text says how a test gets a free port and learns it: --listen
+// 127.0.0.1:0, the stdout line and the log line that name the address
+// (issue 18: neither was documented).
+func TestHelpDocumentsAFreePort(t *testing.T) {
+	var usage, flags bytes.Buffer
+	assert.Equal(t, cli.ExitOK, command(context.Background(), []string{"help"}, &usage, io.Discard))
+	assert.Equal(t, cli.ExitOK, command(context.Background(), []string{"run", "-h"}, io.Discard, &flags))
+	for name, text := range map[string]string{"gateway help": usage.String(), "gateway run -h": flags.String()} {
+		for _, want := range []string{"--listen 127.0.0.1:0", `"gateway listening on http://ADDR"`, `"gateway: listening"`, "addr=ADDR", "ledgertest.StartGateway"} {
+			assert.Contains(t, text, want, name)
+		}
+	}
+}
+
 func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 	srv, _, js := natstest.StartJS(t)
 	fp, err := fakeprovider.Listen("127.0.0.1:0", fakeprovider.Options{Seed: 3, Mix: fakeprovider.Mix{RateLimit: 0.3}})
@@ -144,6 +158,8 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 	assert.Contains(t, logs, "gateway: call")
 	assert.Contains(t, logs, "not accounted")
 	assert.NotContains(t, logs, "LEAKCHECK")
+	assert.Contains(t, logs, `"msg":"gateway: listening","addr":"`+strings.TrimPrefix(addr, "http://")+`"`,
+		"the log line the help text names carries the address printed on stdout")
 
 	s, err := js.Stream(context.Background(), names.AttemptsStream)
 	require.NoError(t, err)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/agentledger/ledger/internal/cli"
@@ -88,13 +87,11 @@ func (l *limitFlags) gatewayLimits(refusals *netlimit.Refusals) gateway.Limits {
 // descriptor limit leaves (with a warning): a gateway out of descriptors
 // cannot reach NATS or the upstreams either.
 func (l *limitFlags) connectionCap(logger *slog.Logger) int {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > uint64(l.maxConns)+fdReserve {
-		return l.maxConns
+	c, limit, lowered := netlimit.DescriptorCap(l.maxConns, fdReserve)
+	if lowered {
+		logger.Warn("gateway: --max-connections lowered to the file descriptor limit less a reserve; raise ulimit -n to serve more",
+			"max_connections", l.maxConns, "fd_limit", limit, "reserve", fdReserve, "cap", c)
 	}
-	c := max(1, int(rl.Cur)-fdReserve)
-	logger.Warn("gateway: --max-connections lowered to the file descriptor limit less a reserve; raise ulimit -n to serve more",
-		"max_connections", l.maxConns, "fd_limit", rl.Cur, "reserve", fdReserve, "cap", c)
 	return c
 }
 
@@ -112,17 +109,12 @@ func (l *limitFlags) limitMemory(logger *slog.Logger) {
 	logger.Debug("gateway: soft memory limit", "bytes", limit)
 }
 
-// server is the HTTP server of the gateway's listener: the header and
-// idle timeouts here, no total read or write timeout (the body's and each
-// write's are the handler's, netlimit.Timeouts, so that streams last).
-func (l *limitFlags) server(h http.Handler, ln *netlimit.Listener, logger *slog.Logger) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ConnState:         ln.ConnState, // so that at the cap an idle connection makes room
-		ReadHeaderTimeout: l.headerTimeout,
-		IdleTimeout:       l.idleTimeout,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
-	}
+// server is how the gateway's listener is served: the header and idle
+// timeouts here, no total read or write timeout (the body's and each
+// write's are the handler's, netlimit.Timeouts, so that streams last),
+// the calls in flight given shutdown to finish at the end.
+func (l *limitFlags) server(shutdown time.Duration, logger *slog.Logger) netlimit.Server {
+	return netlimit.Server{Name: "gateway", HeaderTimeout: l.headerTimeout, IdleTimeout: l.idleTimeout, ShutdownTimeout: shutdown, Logger: logger}
 }
 
 // serveMetrics serves the gateway's metrics on --metrics-addr, when set,

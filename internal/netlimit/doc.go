@@ -16,7 +16,14 @@
 //   - Refusals counts every refusal by reason and logs it at WARN, at
 //     most once per interval per reason with the count since the last
 //     record, so that a flood cannot flood the log.
+//   - Server runs an http.Server on a Listener with header and idle
+//     timeouts (no total read or write timeout: Timeouts bound the body
+//     and each write) and shuts it down gracefully when its context ends:
+//     requests in flight get ShutdownTimeout, then are cut.
+//     DescriptorCap lowers a connection cap to what the file descriptor
+//     limit leaves.
 //
-// Nothing here starts a goroutine; the Listener's Accept blocks in the
-// caller's.
+// Nothing here starts a goroutine but Server.Serve, whose server runs
+// until Serve's context ends and is waited for; the Listener's Accept
+// blocks in the caller's.
 package netlimit
