@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -42,31 +43,18 @@ type StreamConfig struct {
 	MaxAge time.Duration
 }
 
-// PublisherStats count what a publisher did.
-type PublisherStats struct {
-	// Enqueued is the number of events the publisher accepted.
-	Enqueued uint64
-	// Acked is the number of events the stream acknowledged, each once.
-	Acked uint64
-	// Duplicates is the number of acks saying the stream already held the
-	// event (a publish retried after it had landed).
-	Duplicates uint64
-	// Retries is the number of publishes made again after a failure.
-	Retries uint64
-	// Undelivered is the number of events never acknowledged; set by Close.
-	Undelivered uint64
-	// Recovered is the number of events read back from the outbox at
-	// start (WithOutbox), left by an earlier publisher; counted in
-	// Enqueued too.
-	Recovered uint64
-	// OutboxEvents and OutboxBytes are the outbox's depth: the events kept
-	// on disk until the stream acknowledges them (0 without an outbox).
-	OutboxEvents uint64
-	OutboxBytes  uint64
-	// Kept is the number of undelivered events left in the outbox for the
-	// next publisher on its directory; set by Close.
-	Kept uint64
-}
+// PublisherStats count what a publisher did: Enqueued (events
+// accepted), Acked (events the stream acknowledged, each once),
+// Duplicates (acks saying the stream already held the event: a publish
+// retried after it had landed), Retries (publishes made again after a
+// failure), Undelivered (events never acknowledged; set by Close),
+// Recovered (events read back from the outbox at start, left by an
+// earlier publisher; counted in Enqueued too), OutboxEvents and
+// OutboxBytes (the outbox's depth: the events kept on disk until the
+// stream acknowledges them, 0 without an outbox) and Kept (undelivered
+// events left in the outbox for the next publisher on its directory; set
+// by Close).
+type PublisherStats = api.PublisherStats
 
 // UndeliveredError is what Close returns when some events were never
 // acknowledged before its context ended. Some may still land later; each
@@ -274,7 +262,7 @@ func (p *Publisher) Flush(ctx context.Context) error {
 
 // Stats returns the counters so far. Undelivered is 0 until Close
 // returns.
-func (p *Publisher) Stats() PublisherStats { return PublisherStats(p.p.Stats()) }
+func (p *Publisher) Stats() PublisherStats { return p.p.Stats() }
 
 // Close stops accepting events, keeps publishing and retrying those
 // buffered until all are acknowledged or ctx ends (ctx's deadline is the
@@ -287,5 +275,5 @@ func (p *Publisher) Close(ctx context.Context) (PublisherStats, error) {
 	if errors.As(err, &ue) {
 		err = &UndeliveredError{Count: ue.Count, Last: ue.Last, Kept: ue.Kept, Outbox: ue.Outbox}
 	}
-	return PublisherStats(st), err
+	return st, err
 }
