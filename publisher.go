@@ -26,7 +26,7 @@ var (
 	// ErrPublisherClosed is returned by Flush after Close.
 	ErrPublisherClosed = errors.New("ledger: publisher closed")
 	// ErrUndelivered is wrapped by the *UndeliveredError Close returns.
-	ErrUndelivered = errors.New("ledger: events undelivered")
+	ErrUndelivered = api.ErrUndelivered
 )
 
 // StreamConfig is how the stream of attempt events is created when a
@@ -57,38 +57,13 @@ type StreamConfig struct {
 type PublisherStats = api.PublisherStats
 
 // UndeliveredError is what Close returns when some events were never
-// acknowledged before its context ended. Some may still land later; each
-// carries its event ID, so a re-publish is deduplicated by the stream.
-type UndeliveredError struct {
-	// Count is the number of events without an ack.
-	Count uint64
-	// Last is the last publish failure seen, or Close's context error.
-	Last error
-	// Kept is how many of them stay in the outbox, in directory Outbox,
-	// and are published by the next publisher on it (WithOutbox): with an
-	// outbox, all of them. Kept events are not lost.
-	Kept   uint64
-	Outbox string
-}
-
-func (e *UndeliveredError) Error() string {
-	msg := fmt.Sprintf("ledger: %d event(s) undelivered", e.Count)
-	if e.Kept > 0 {
-		msg += fmt.Sprintf(", %d kept in outbox %s for the next start", e.Kept, e.Outbox)
-	}
-	if e.Last != nil {
-		msg += " (last error: " + e.Last.Error() + ")"
-	}
-	return msg
-}
-
-// Unwrap makes errors.Is true for ErrUndelivered and for Last.
-func (e *UndeliveredError) Unwrap() []error {
-	if e.Last == nil {
-		return []error{ErrUndelivered}
-	}
-	return []error{ErrUndelivered, e.Last}
-}
+// acknowledged before its context ended: their Count, the Last publish
+// failure seen (or Close's context error), and how many of them are Kept
+// in the directory Outbox for the next publisher on it (WithOutbox: all
+// of them; kept events are not lost, and AllKept says so). Some may still
+// land later; each carries its event ID, so a re-publish is deduplicated
+// by the stream. It unwraps to ErrUndelivered and Last.
+type UndeliveredError = api.UndeliveredError
 
 // Publisher publishes attempt events to the ledger's stream
 // asynchronously: handing it an event never waits on the network, and a
@@ -270,10 +245,5 @@ func (p *Publisher) Stats() PublisherStats { return p.p.Stats() }
 // final counters and, when some events were never acknowledged, an
 // *UndeliveredError. Close is idempotent.
 func (p *Publisher) Close(ctx context.Context) (PublisherStats, error) {
-	st, err := p.p.Close(ctx)
-	var ue *emit.UndeliveredError
-	if errors.As(err, &ue) {
-		err = &UndeliveredError{Count: ue.Count, Last: ue.Last, Kept: ue.Kept, Outbox: ue.Outbox}
-	}
-	return st, err
+	return p.p.Close(ctx)
 }

@@ -146,7 +146,7 @@ func (l *Ledger) lookupRequest(t testing.TB, requestID string) (Request, error) 
 	return Request{
 		RequestID: v.RequestID, SessionID: v.SessionID, Provider: v.Provider, Model: v.Model,
 		Status: v.Status, Attempts: v.Attempts, WinningAttempt: v.WinningAttempt,
-		Usage: ledger.Usage(v.Usage), Billed: ledger.Usage(v.Billed),
+		Usage: v.Usage, Billed: v.Billed,
 		FirstStartedAt: v.FirstStartedAt, LastFinishedAt: v.LastFinishedAt,
 	}, nil
 }
@@ -162,7 +162,7 @@ func (l *Ledger) lookupSession(t testing.TB, sessionID string) (Session, error) 
 	v := s.View()
 	return Session{
 		SessionID: v.SessionID, Requests: v.Requests, Succeeded: v.Succeeded, Failed: v.Failed,
-		Pending: v.Pending, Attempts: v.Attempts, Usage: ledger.Usage(v.Usage), Billed: ledger.Usage(v.Billed),
+		Pending: v.Pending, Attempts: v.Attempts, Usage: v.Usage, Billed: v.Billed,
 		Saturated: v.Saturated,
 	}, nil
 }

@@ -360,7 +360,9 @@ func (p *Publisher) Close(ctx context.Context) (Stats, error) {
 			}
 			p.closeErr = ue
 		}
-		p.closeErr = errors.Join(p.closeErr, outboxErr)
+		if outboxErr != nil {
+			p.closeErr = errors.Join(p.closeErr, outboxErr)
+		} // else the *UndeliveredError itself, for a type assertion
 	}
 	return p.closeStats, p.closeErr
 }
