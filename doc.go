@@ -68,10 +68,12 @@
 // # Types shared with the ledger
 //
 // Call, Attempt, Report, Usage, Classification, Classifier,
-// ClassifierFunc, ErrorKind, Policy, StopReason, MiddlewareStats and
-// PublisherStats are aliases of the types of the same name in
-// github.com/agentledger/ledger/api, which the ledger's own middleware,
-// publisher and provider adapters use too: one type each, never a
-// conversion. Use them by their names here; go doc on the api package
-// shows their fields and methods (Usage.Add, Policy.Validate, ...).
+// ClassifierFunc, ErrorKind, Policy, StopReason, MiddlewareStats,
+// PublisherStats, ConnectError and UndeliveredError (and the constants
+// and sentinel errors that go with them) are aliases of those of the same
+// name in github.com/agentledger/ledger/api, which the ledger's own
+// middleware, publisher, connection and provider adapters use too: one
+// type each, never a conversion. Use them by their names here; go doc on
+// the api package shows their fields and methods (Usage.Add,
+// Policy.Validate, UndeliveredError.AllKept, ...).
 package ledger

@@ -2,7 +2,9 @@
 // a model call and its attempts (Call, Attempt, Report), what an attempt
 // used (Usage), how a failed one is classified (Classification,
 // Classifier, ErrorKind), how a call is retried (Policy) and why it ended
-// (StopReason), and the counters of the middleware and the publisher.
+// (StopReason), the counters of the middleware and the publisher, and the
+// errors of a refused connection (ConnectError) and of events a closing
+// publisher could not deliver (UndeliveredError).
 //
 // Import github.com/agentledger/ledger rather than this package: it gives
 // every type here the same name (ledger.Usage is api.Usage, one type, so
