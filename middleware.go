@@ -215,6 +215,9 @@ func WithPolicy(p Policy) MiddlewareOption {
 	return func(o *middlewareOptions) error {
 		if p != (Policy{}) {
 			if err := p.Validate(); err != nil {
+				if pe := (*api.PolicyError)(nil); errors.As(err, &pe) {
+					return invalid("WithPolicy", "%s %s", pe.Field, pe.Rule)
+				}
 				return invalid("WithPolicy", "%v", err)
 			}
 		}
