@@ -8,60 +8,49 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
-// ErrorKind classifies why an attempt failed (wire contract v1).
-type ErrorKind string
+// ErrorKind classifies why an attempt failed (wire contract v1). Its
+// method Valid reports whether a kind is one of the contract's.
+type ErrorKind = api.ErrorKind
 
-// The error kinds of the contract.
+// The error kinds of the contract, with their values in the events.
 const (
-	KindRateLimit   ErrorKind = "rate_limit"
-	KindOverloaded  ErrorKind = "overloaded"
-	KindTimeout     ErrorKind = "timeout"
-	KindConnection  ErrorKind = "connection"
-	KindServer      ErrorKind = "server"
-	KindClient      ErrorKind = "client"
-	KindAuth        ErrorKind = "auth"
-	KindQuota       ErrorKind = "quota"
-	KindCanceled    ErrorKind = "canceled"
-	KindCircuitOpen ErrorKind = "circuit_open"
-	KindOther       ErrorKind = "other"
+	KindRateLimit   = api.KindRateLimit   // "rate_limit"
+	KindOverloaded  = api.KindOverloaded  // "overloaded"
+	KindTimeout     = api.KindTimeout     // "timeout"
+	KindConnection  = api.KindConnection  // "connection"
+	KindServer      = api.KindServer      // "server"
+	KindClient      = api.KindClient      // "client"
+	KindAuth        = api.KindAuth        // "auth"
+	KindQuota       = api.KindQuota       // "quota"
+	KindCanceled    = api.KindCanceled    // "canceled"
+	KindCircuitOpen = api.KindCircuitOpen // "circuit_open"
+	KindOther       = api.KindOther       // "other"
 )
 
 // Classification is what the middleware knows about one failed attempt:
-// the contract's error kind, whether another attempt may succeed, and the
-// server's hint of when to try again.
-type Classification struct {
-	Kind      ErrorKind
-	Status    int  // HTTP status, 0 when none
-	Retryable bool // another attempt may succeed
-	// Hint is the server's Retry-After, valid when HasHint.
-	Hint    time.Duration
-	HasHint bool
-	// Message is a short description for the event, at most 1 KiB.
-	Message string
-	// ProviderRequestID is the provider's request-id header, when known.
-	ProviderRequestID string
-}
+// the contract's error Kind, the HTTP Status (0 when none), whether the
+// failure is Retryable, the server's Retry-After Hint (valid when
+// HasHint), a short Message for the event (cut to 1 KiB), the
+// ProviderRequestID when known, and the error response's Header, whose
+// rate-limit headers teach the fleet's limits (WithFleetLimits).
+type Classification = api.Classification
 
-// Classifier recognises the errors of one provider SDK. It returns ok
-// false for an error it does not know, so that classifiers can be chained
-// (WithClassifiers); the middleware classifies what none knows as a
-// transport error (timeouts, refused or reset connections, the caller's
-// cancellation) or, failing that, as KindOther, not retried. now is the
-// middleware's clock, for HTTP-date hints. Implementations must be safe
-// for concurrent use and must not block.
-type Classifier interface {
-	Classify(err error, now time.Time) (c Classification, ok bool)
-}
+// Classifier recognises the errors of one provider SDK: its method
+// Classify(err error, now time.Time) (c Classification, ok bool) returns
+// ok false for an error it does not know, so that classifiers can be
+// chained (WithClassifiers); the middleware classifies what none knows as
+// a transport error (timeouts, refused or reset connections, the
+// caller's cancellation) or, failing that, as KindOther, not retried. now
+// is the middleware's clock, for HTTP-date hints. Implementations must be
+// safe for concurrent use and must not block.
+type Classifier = api.Classifier
 
 // ClassifierFunc adapts a function to Classifier.
-type ClassifierFunc func(err error, now time.Time) (Classification, bool)
-
-// Classify calls f.
-func (f ClassifierFunc) Classify(err error, now time.Time) (Classification, bool) { return f(err, now) }
+type ClassifierFunc = api.ClassifierFunc
 
 // ClassifyHTTP applies the rules every provider shares to an HTTP error
 // response, for classifiers of other APIs: retry 408, 409, 429, 500, 502,
@@ -69,21 +58,7 @@ func (f ClassifierFunc) Classify(err error, now time.Time) (Classification, bool
 // header; then its Retry-After hint (retry-after-ms, or retry-after in
 // seconds or as an HTTP date relative to now). header may be nil.
 func ClassifyHTTP(status int, header http.Header, now time.Time) Classification {
-	return fromRetry(retry.ClassifyHTTP(status, header, now))
-}
-
-func fromRetry(c retry.Classification) Classification {
-	return Classification{
-		Kind: ErrorKind(c.Kind), Status: c.Status, Retryable: c.Retryable, Hint: c.Hint, HasHint: c.HasHint,
-		Message: c.Message, ProviderRequestID: c.ProviderRequestID,
-	}
-}
-
-func (c Classification) toRetry() retry.Classification {
-	return retry.Classification{
-		Kind: events.ErrorKind(c.Kind), Status: c.Status, Retryable: c.Retryable, Hint: c.Hint, HasHint: c.HasHint,
-		Message: retry.Truncate(c.Message), ProviderRequestID: c.ProviderRequestID,
-	}
+	return retry.ClassifyHTTP(status, header, now)
 }
 
 // ErrNoClassifier is matched by the error of a call to a provider that no
@@ -129,10 +104,7 @@ func (cs classifierChain) withBuiltins() (chain retry.Chain, providers map[strin
 		} else {
 			any = true
 		}
-		chain = append(chain, retry.ClassifierFunc(func(err error, now time.Time) (retry.Classification, bool) {
-			got, ok := c.Classify(err, now)
-			return got.toRetry(), ok
-		}))
+		chain = append(chain, c)
 	}
 	for _, b := range builtins {
 		providers[b.Provider] = true

@@ -11,33 +11,20 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/connect"
 )
 
 // ErrRefused is wrapped by every *ConnectError.
-var ErrRefused = errors.New("ledger: connection refused")
+var ErrRefused = api.ErrRefused
 
-// ConnectError is a connection that failed: which server, what the client
-// offered, what went wrong in words, and the NATS client's error. It never
-// contains a password, token or seed.
-type ConnectError struct {
-	// Server is the URL or URLs, without their credentials.
-	Server string
-	// Offered says what was offered: the kind of credential and the file,
-	// NKEY or JWT subject it came from, the CA and client certificate.
-	Offered string
-	// Refused says what the server refused, or why it could not be reached.
-	Refused string
-	// Err is the NATS client's error.
-	Err error
-}
-
-func (e *ConnectError) Error() string {
-	return fmt.Sprintf("ledger: connect: %s: %s (offered: %s): %v", e.Server, e.Refused, e.Offered, e.Err)
-}
-
-// Unwrap returns ErrRefused and the client's error.
-func (e *ConnectError) Unwrap() []error { return []error{ErrRefused, e.Err} }
+// ConnectError is a connection that failed: which Server (the URL or
+// URLs, without their credentials), what was Offered (the kind of
+// credential and the file, NKEY or JWT subject it came from, the CA and
+// client certificate), what was Refused (what the server refused, or why
+// it could not be reached) and the NATS client's Err. It never contains a
+// password, token or seed. It unwraps to ErrRefused and Err.
+type ConnectError = api.ConnectError
 
 // Conn is a connection to NATS with JetStream, made by Connect.
 type Conn struct {
@@ -199,10 +186,10 @@ func Connect(ctx context.Context, opts ...ConnectOption) (*Conn, error) {
 		}
 	}
 	c, err := connect.Open(o.Options)
-	var ce *connect.Error
+	var ce *ConnectError
 	switch {
 	case errors.As(err, &ce):
-		return nil, &ConnectError{Server: ce.Server, Offered: ce.Offered, Refused: ce.Refused, Err: ce.Err}
+		return nil, ce
 	case errors.Is(err, connect.ErrInvalidOptions):
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	case err != nil:

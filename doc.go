@@ -63,6 +63,17 @@
 //     and its number of attempts.
 //
 // Every option validates its argument: New* and Connect return an error
-// wrapping ErrInvalidOption that names the option and the rule. Nothing
-// in this package exposes a type of the ledger's internal packages.
+// wrapping ErrInvalidOption that names the option and the rule.
+//
+// # Types shared with the ledger
+//
+// Call, Attempt, Report, Usage, Classification, Classifier,
+// ClassifierFunc, ErrorKind, Policy, StopReason, MiddlewareStats,
+// PublisherStats, ConnectError and UndeliveredError (and the constants
+// and sentinel errors that go with them) are aliases of those of the same
+// name in github.com/agentledger/ledger/api, which the ledger's own
+// middleware, publisher, connection and provider adapters use too: one
+// type each, never a conversion. Use them by their names here; go doc on
+// the api package shows their fields and methods (Usage.Add,
+// Policy.Validate, UndeliveredError.AllKept, ...).
 package ledger

@@ -101,6 +101,8 @@ func TestOptionsAreValidated(t *testing.T) {
 		assert.ErrorIs(t, err, ledger.ErrInvalidOption, name)
 		assert.ErrorContains(t, err, strings.TrimSpace(name))
 	}
+	_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithPolicy(ledger.Policy{BaseDelay: time.Second, MaxDelay: time.Millisecond, HintCap: time.Second}))
+	assert.EqualError(t, err, "ledger: invalid option: WithPolicy: MaxDelay is 1ms; it must be at least BaseDelay (1s)")
 }
 
 // A refused connection is a *ConnectError naming the server, what was

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/retry"
@@ -15,16 +16,16 @@ import (
 
 // Defaults of DefaultPolicy and of the circuit breakers.
 const (
-	DefaultMaxRetries = 2
-	DefaultBaseDelay  = time.Second
-	DefaultMaxDelay   = 30 * time.Second
-	DefaultJitter     = 0.2
-	DefaultHintCap    = 60 * time.Second
+	DefaultMaxRetries = api.DefaultMaxRetries // 2
+	DefaultBaseDelay  = api.DefaultBaseDelay  // 1 s
+	DefaultMaxDelay   = api.DefaultMaxDelay   // 30 s
+	DefaultJitter     = api.DefaultJitter     // 0.2
+	DefaultHintCap    = api.DefaultHintCap    // 60 s
 	// DefaultAttemptTimeout bounds an attempt until its answer (a
 	// stream's first progress), DefaultStreamIdleTimeout a stream's
 	// silence after that: the gateway's defaults.
-	DefaultAttemptTimeout    = 10 * time.Minute
-	DefaultStreamIdleTimeout = 5 * time.Minute
+	DefaultAttemptTimeout    = api.DefaultAttemptTimeout    // 10 min
+	DefaultStreamIdleTimeout = api.DefaultStreamIdleTimeout // 5 min
 	DefaultFailureThreshold  = 5
 	DefaultCooldown          = 30 * time.Second
 )
@@ -46,106 +47,92 @@ var (
 
 // Policy says how often and how patiently a call is retried. Start from
 // DefaultPolicy and change what you need; NewMiddleware refuses
-// meaningless values (the zero Policy selects DefaultPolicy).
-type Policy struct {
-	// MaxRetries is how many attempts may follow the first one (0 to 1000).
-	MaxRetries int
-	// BaseDelay is the wait before the first retry, before jitter; it
-	// doubles for each retry. It must be positive.
-	BaseDelay time.Duration
-	// MaxDelay caps every computed wait. It must be at least BaseDelay.
-	MaxDelay time.Duration
-	// Jitter spreads each wait by a factor uniform in [1-Jitter,
-	// 1+Jitter]; from 0 (none) to 1.
-	Jitter float64
-	// HintCap is the longest server hint (Retry-After) honoured; a longer
-	// one ends the call at once instead of waiting. It must be positive.
-	HintCap time.Duration
-	// AttemptTimeout bounds each attempt until its answer: the whole
-	// attempt of a call that does not stream, the wait for the first
-	// Progress of a stream (its first-byte timeout). 0 means none. Its
-	// expiry is retried; the caller's own deadline is not.
-	AttemptTimeout time.Duration
-	// StreamIdleTimeout bounds a stream's silence after its first
-	// Progress: each report gives it this much more. 0 means none, and
-	// then the attempt timeout bounds the whole stream. Its expiry is
-	// retried like the attempt timeout's.
-	StreamIdleTimeout time.Duration
-}
+// meaningless values (Policy.Validate; the zero Policy selects
+// DefaultPolicy). Its fields:
+//
+//   - MaxRetries: how many attempts may follow the first one (0 to 1000).
+//   - BaseDelay: the wait before the first retry, before jitter; it
+//     doubles for each retry. It must be positive.
+//   - MaxDelay caps every computed wait. It must be at least BaseDelay.
+//   - Jitter spreads each wait by a factor uniform in [1-Jitter,
+//     1+Jitter]; from 0 (none) to 1.
+//   - HintCap: the longest server hint (Retry-After) honoured; a longer
+//     one ends the call at once instead of waiting. It must be positive.
+//   - AttemptTimeout bounds each attempt until its answer: the whole
+//     attempt of a call that does not stream, the wait for the first
+//     Progress of a stream (its first-byte timeout). 0 means none. Its
+//     expiry is retried; the caller's own deadline is not.
+//   - StreamIdleTimeout bounds a stream's silence after its first
+//     Progress: each report gives it this much more. 0 means none, and
+//     then the attempt timeout bounds the whole stream. Its expiry is
+//     retried like the attempt timeout's.
+type Policy = api.Policy
 
 // DefaultPolicy returns 2 retries (3 attempts), a 1 s base delay doubling
 // per retry with ±20 % jitter, capped at 30 s, server hints honoured up to
 // 60 s, an attempt timeout (a stream's first-byte timeout) of 10 min and
 // a stream idle timeout of 5 min, as the gateway's.
-func DefaultPolicy() Policy { return Policy(retry.DefaultPolicy()) }
+func DefaultPolicy() Policy { return api.DefaultPolicy() }
 
-// Call names one logical model call.
-type Call struct {
-	// SessionID is the caller's session: 1 to 128 bytes of ASCII
-	// letters, digits, '-' and '_' (docs/contract.md).
-	SessionID string
-	// RequestID is the call's stable ID, shared by all its attempts; the
-	// same rule as SessionID. Empty means a new ULID.
-	RequestID string
-	// Provider and Model name the upstream, as written into the events;
-	// both are required.
-	Provider, Model string
-	// Upstream is the key of the call's circuit breaker; empty means
-	// Provider+"/"+Model.
-	Upstream string
-	// Account, when set, names the provider account the call is made
-	// with (a digest of its API key, say): its rate limits, the holds
-	// after its 429s and its retry budget are then kept apart from other
-	// accounts' of the same upstream, while the circuit breaker stays the
-	// upstream's, shared by all. At most 128 bytes; from a bounded set.
-	Account string
-	// FirstAttempt is the attempt number of the call's first attempt: 0
-	// for a new call. A caller that continues a request whose earlier
-	// attempts were published elsewhere passes the first number not yet
-	// used, so that no two events of the request share one (the contract
-	// counts a second event for an attempt number as a duplicate, and a
-	// billed attempt would be lost). The policy's MaxRetries counts from
-	// this call's first attempt; FirstAttempt + MaxRetries must not exceed
-	// 1000.
-	FirstAttempt int
-}
+// Call names one logical model call:
+//
+//   - SessionID: the caller's session, 1 to 128 bytes of ASCII letters,
+//     digits, '-' and '_' (docs/contract.md).
+//   - RequestID: the call's stable ID, shared by all its attempts; the
+//     same rule as SessionID. Empty means a new ULID.
+//   - Provider and Model name the upstream, as written into the events;
+//     both are required.
+//   - Upstream: the key of the call's circuit breaker (and, with
+//     WithFleetLimits, of its rate limits and retry budget); empty means
+//     Provider+"/"+Model.
+//   - Account, when set, names the provider account the call is made
+//     with (a digest of its API key, say): its rate limits, the holds
+//     after its 429s and its retry budget are then kept apart from other
+//     accounts' of the same upstream, while the circuit breaker stays the
+//     upstream's, shared by all. At most 128 bytes; from a bounded set.
+//   - FirstAttempt: the attempt number of the call's first attempt, 0 for
+//     a new call. A caller that continues a request whose earlier
+//     attempts were published elsewhere passes the first number not yet
+//     used, so that no two events of the request share one (the contract
+//     counts a second event for an attempt number as a duplicate, and a
+//     billed attempt would be lost). The policy's MaxRetries counts from
+//     this call's first attempt; FirstAttempt + MaxRetries must not
+//     exceed 1000.
+type Call = api.Call
 
 // Attempt is what the call's function learns about the attempt it is
-// asked to make.
-type Attempt struct {
-	Number    int    // 0 for the first attempt
-	RequestID string // the call's request_id, the same for every attempt
-	SessionID string
-	EventID   string // the event_id of this attempt's event
-}
+// asked to make: its Number (0 for the first), the call's RequestID (the
+// same for every attempt) and SessionID, and the EventID of this
+// attempt's event.
+type Attempt = api.Attempt
 
 // Report is what an attempt learned from the provider, on success and on
-// error alike: a provider may bill a failed attempt (a stream that
+// error alike: its Usage, the provider's request-id (ProviderRequestID,
+// which overrides the classifier's) and, optionally, the response's
+// Header, whose rate-limit headers teach the fleet the upstream's limits
+// (WithFleetLimits). A provider may bill a failed attempt (a stream that
 // reported its input usage and then failed), and the usage lands in that
 // attempt's event as billed.
-type Report struct {
-	Usage             Usage
-	ProviderRequestID string // the provider's request-id; overrides the classifier's
-}
+type Report = api.Report
 
 // StopReason says why a call ended without success.
-type StopReason string
+type StopReason = api.StopReason
 
 // The reasons a call ends without success.
 const (
-	StopNonRetryable StopReason = "non_retryable"
-	StopExhausted    StopReason = "retries_exhausted"
-	StopHintOverCap  StopReason = "hint_over_cap"
-	StopDeadline     StopReason = "deadline"
-	StopCanceled     StopReason = "canceled"
-	StopCircuitOpen  StopReason = "circuit_open"
-	StopPanicked     StopReason = "panicked"
+	StopNonRetryable = api.StopNonRetryable // "non_retryable"
+	StopExhausted    = api.StopExhausted    // "retries_exhausted"
+	StopHintOverCap  = api.StopHintOverCap  // "hint_over_cap"
+	StopDeadline     = api.StopDeadline     // "deadline"
+	StopCanceled     = api.StopCanceled     // "canceled"
+	StopCircuitOpen  = api.StopCircuitOpen  // "circuit_open"
+	StopPanicked     = api.StopPanicked     // "panicked"
 	// StopRateLimit: the wait for rate-limit capacity would pass the
 	// call's deadline (WithFleetLimits).
-	StopRateLimit StopReason = "rate_limit"
+	StopRateLimit = api.StopRateLimit // "rate_limit"
 	// StopBudget: the attempt failed and the upstream's retry budget was
 	// spent (WithFleetLimits).
-	StopBudget StopReason = "retry_budget"
+	StopBudget = api.StopBudget // "retry_budget"
 )
 
 // CallError is the error Do returns for a call that ended without
@@ -191,17 +178,14 @@ func (e *CallError) Unwrap() []error {
 	return out
 }
 
-// MiddlewareStats are a middleware's counters since NewMiddleware.
-type MiddlewareStats struct {
-	Calls      uint64 // calls to Do that passed validation
-	Attempts   uint64 // calls of the call's function
-	Retries    uint64 // waits before another attempt
-	Rejections uint64 // attempts not made: breaker open, a rate limit past the deadline, caller's context done
-	Waits      uint64 // waits for rate-limit capacity before an attempt (not attempts, no events)
-	Events     uint64 // events the publisher accepted
-	SinkErrors uint64 // events the publisher refused
-	Panics     uint64 // panics during a call
-}
+// MiddlewareStats are a middleware's counters since NewMiddleware: Calls
+// (calls to Do that passed validation), Attempts (calls of the call's
+// function), Retries (waits before another attempt), Rejections
+// (attempts not made: breaker open, a rate limit past the deadline, the
+// caller's context done), Waits (waits for rate-limit capacity before an
+// attempt: not attempts, no events), Events and SinkErrors (events the
+// publisher accepted and refused) and Panics (during a call).
+type MiddlewareStats = api.MiddlewareStats
 
 // Middleware runs calls under a retry policy, a circuit breaker per
 // upstream, and a publisher of their attempt events. Create it with
@@ -230,7 +214,10 @@ type middlewareOptions struct {
 func WithPolicy(p Policy) MiddlewareOption {
 	return func(o *middlewareOptions) error {
 		if p != (Policy{}) {
-			if err := retry.Policy(p).Validate(); err != nil {
+			if err := p.Validate(); err != nil {
+				if pe := (*api.PolicyError)(nil); errors.As(err, &pe) {
+					return invalid("WithPolicy", "%s %s", pe.Field, pe.Rule)
+				}
 				return invalid("WithPolicy", "%v", err)
 			}
 		}
@@ -330,13 +317,13 @@ func NewMiddleware(pub *Publisher, opts ...MiddlewareOption) (*Middleware, error
 	if o.log == nil {
 		o.log = slog.Default()
 	}
-	ro := retry.Options{Policy: retry.Policy(o.policy), Sink: pub.p, Logger: o.log}
+	ro := retry.Options{Policy: o.policy, Sink: pub.p, Logger: o.log}
 	m := &Middleware{closeFleet: func() {}}
 	ro.Classifier, m.classified, m.anyProvider = o.classifiers.withBuiltins()
 	if o.fleet != nil {
 		b := o.breaker
 		b.OnStateChange = nil // the fleet's guards tell o.onChange
-		gs, closeFleet, err := o.fleet.guards(b, retry.Policy(o.policy).AttemptTimeout, o.onChange)
+		gs, closeFleet, err := o.fleet.guards(b, o.policy.AttemptTimeout, o.onChange)
 		if err != nil {
 			return nil, err
 		}
@@ -376,7 +363,7 @@ func (m *Middleware) BreakerState(upstream string) string {
 }
 
 // Stats returns a snapshot of the middleware's counters.
-func (m *Middleware) Stats() MiddlewareStats { return MiddlewareStats(m.mw.Stats()) }
+func (m *Middleware) Stats() MiddlewareStats { return m.mw.Stats() }
 
 // Do runs fn, the attempts of one logical call, under m's policy and
 // returns the result of the first successful attempt, or a *CallError.
@@ -400,10 +387,7 @@ func Do[T any](ctx context.Context, m *Middleware, call Call, fn func(ctx contex
 		var zero T
 		return zero, err
 	}
-	v, err := retry.Do(ctx, m.mw, retry.Call(call), func(ctx context.Context, a retry.Attempt) (T, retry.Report, error) {
-		v, r, err := fn(ctx, Attempt(a))
-		return v, retry.Report{Usage: events.Usage(r.Usage), ProviderRequestID: r.ProviderRequestID}, err
-	})
+	v, err := retry.Do(ctx, m.mw, call, fn)
 	return v, publicCallError(err)
 }
 
@@ -416,8 +400,8 @@ func publicCallError(err error) error {
 		return nil
 	case errors.As(err, &ce):
 		return &CallError{
-			RequestID: ce.RequestID, Attempts: ce.Attempts, Reason: StopReason(ce.Reason),
-			Classification: fromRetry(ce.Classification), Err: ce.Err, Cause: ce.Cause,
+			RequestID: ce.RequestID, Attempts: ce.Attempts, Reason: ce.Reason,
+			Classification: ce.Classification, Err: ce.Err, Cause: ce.Cause,
 		}
 	case errors.As(err, &fe):
 		return fmt.Errorf("%w: %s: %s", ErrInvalidCall, fe.Field, fe.Rule)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -25,7 +26,7 @@ var (
 	// ErrPublisherClosed is returned by Flush after Close.
 	ErrPublisherClosed = errors.New("ledger: publisher closed")
 	// ErrUndelivered is wrapped by the *UndeliveredError Close returns.
-	ErrUndelivered = errors.New("ledger: events undelivered")
+	ErrUndelivered = api.ErrUndelivered
 )
 
 // StreamConfig is how the stream of attempt events is created when a
@@ -42,65 +43,27 @@ type StreamConfig struct {
 	MaxAge time.Duration
 }
 
-// PublisherStats count what a publisher did.
-type PublisherStats struct {
-	// Enqueued is the number of events the publisher accepted.
-	Enqueued uint64
-	// Acked is the number of events the stream acknowledged, each once.
-	Acked uint64
-	// Duplicates is the number of acks saying the stream already held the
-	// event (a publish retried after it had landed).
-	Duplicates uint64
-	// Retries is the number of publishes made again after a failure.
-	Retries uint64
-	// Undelivered is the number of events never acknowledged; set by Close.
-	Undelivered uint64
-	// Recovered is the number of events read back from the outbox at
-	// start (WithOutbox), left by an earlier publisher; counted in
-	// Enqueued too.
-	Recovered uint64
-	// OutboxEvents and OutboxBytes are the outbox's depth: the events kept
-	// on disk until the stream acknowledges them (0 without an outbox).
-	OutboxEvents uint64
-	OutboxBytes  uint64
-	// Kept is the number of undelivered events left in the outbox for the
-	// next publisher on its directory; set by Close.
-	Kept uint64
-}
+// PublisherStats count what a publisher did: Enqueued (events
+// accepted), Acked (events the stream acknowledged, each once),
+// Duplicates (acks saying the stream already held the event: a publish
+// retried after it had landed), Retries (publishes made again after a
+// failure), Undelivered (events never acknowledged; set by Close),
+// Recovered (events read back from the outbox at start, left by an
+// earlier publisher; counted in Enqueued too), OutboxEvents and
+// OutboxBytes (the outbox's depth: the events kept on disk until the
+// stream acknowledges them, 0 without an outbox) and Kept (undelivered
+// events left in the outbox for the next publisher on its directory; set
+// by Close).
+type PublisherStats = api.PublisherStats
 
 // UndeliveredError is what Close returns when some events were never
-// acknowledged before its context ended. Some may still land later; each
-// carries its event ID, so a re-publish is deduplicated by the stream.
-type UndeliveredError struct {
-	// Count is the number of events without an ack.
-	Count uint64
-	// Last is the last publish failure seen, or Close's context error.
-	Last error
-	// Kept is how many of them stay in the outbox, in directory Outbox,
-	// and are published by the next publisher on it (WithOutbox): with an
-	// outbox, all of them. Kept events are not lost.
-	Kept   uint64
-	Outbox string
-}
-
-func (e *UndeliveredError) Error() string {
-	msg := fmt.Sprintf("ledger: %d event(s) undelivered", e.Count)
-	if e.Kept > 0 {
-		msg += fmt.Sprintf(", %d kept in outbox %s for the next start", e.Kept, e.Outbox)
-	}
-	if e.Last != nil {
-		msg += " (last error: " + e.Last.Error() + ")"
-	}
-	return msg
-}
-
-// Unwrap makes errors.Is true for ErrUndelivered and for Last.
-func (e *UndeliveredError) Unwrap() []error {
-	if e.Last == nil {
-		return []error{ErrUndelivered}
-	}
-	return []error{ErrUndelivered, e.Last}
-}
+// acknowledged before its context ended: their Count, the Last publish
+// failure seen (or Close's context error), and how many of them are Kept
+// in the directory Outbox for the next publisher on it (WithOutbox: all
+// of them; kept events are not lost, and AllKept says so). Some may still
+// land later; each carries its event ID, so a re-publish is deduplicated
+// by the stream. It unwraps to ErrUndelivered and Last.
+type UndeliveredError = api.UndeliveredError
 
 // Publisher publishes attempt events to the ledger's stream
 // asynchronously: handing it an event never waits on the network, and a
@@ -274,7 +237,7 @@ func (p *Publisher) Flush(ctx context.Context) error {
 
 // Stats returns the counters so far. Undelivered is 0 until Close
 // returns.
-func (p *Publisher) Stats() PublisherStats { return PublisherStats(p.p.Stats()) }
+func (p *Publisher) Stats() PublisherStats { return p.p.Stats() }
 
 // Close stops accepting events, keeps publishing and retrying those
 // buffered until all are acknowledged or ctx ends (ctx's deadline is the
@@ -282,10 +245,5 @@ func (p *Publisher) Stats() PublisherStats { return PublisherStats(p.p.Stats()) 
 // final counters and, when some events were never acknowledged, an
 // *UndeliveredError. Close is idempotent.
 func (p *Publisher) Close(ctx context.Context) (PublisherStats, error) {
-	st, err := p.p.Close(ctx)
-	var ue *emit.UndeliveredError
-	if errors.As(err, &ue) {
-		err = &UndeliveredError{Count: ue.Count, Last: ue.Last, Kept: ue.Kept, Outbox: ue.Outbox}
-	}
-	return PublisherStats(st), err
+	return p.p.Close(ctx)
 }

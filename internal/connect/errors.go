@@ -3,40 +3,23 @@ package connect
 import (
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"strings"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/agentledger/ledger/api"
 )
 
 // ErrRefused is wrapped by every *Error: the server could not be reached
-// or refused the connection.
-var ErrRefused = errors.New("connect: connection refused")
+// or refused the connection (api.ErrRefused, ledger.ErrRefused).
+var ErrRefused = api.ErrRefused
 
 // Error is a connection that failed: which server, what the client
-// offered, what went wrong in words, and the client library's error.
-type Error struct {
-	// Server is the URL or URLs, with passwords and tokens redacted.
-	Server string
-	// Offered says what the client offered: the kind of credential and the
-	// file, NKEY or JWT subject it came from, the CA and client
-	// certificate; never a secret.
-	Offered string
-	// Refused says, in words, what the server refused or why it could not
-	// be reached.
-	Refused string
-	// Err is the error of the NATS client.
-	Err error
-}
-
-func (e *Error) Error() string {
-	return fmt.Sprintf("connect: %s: %s (offered: %s): %v", e.Server, e.Refused, e.Offered, e.Err)
-}
-
-// Unwrap returns ErrRefused and the client's error.
-func (e *Error) Unwrap() []error { return []error{ErrRefused, e.Err} }
+// offered (never a secret), what went wrong in words, and the client
+// library's error (api.ConnectError, ledger.ConnectError).
+type Error = api.ConnectError
 
 // refusal says in words what err means for a connection attempt.
 func refusal(err error, s settings) string {

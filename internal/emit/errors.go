@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -13,8 +14,9 @@ var (
 	ErrClosed = fmt.Errorf("emit: publisher closed: %w", retry.ErrSinkClosed)
 
 	// ErrUndelivered is wrapped by the *UndeliveredError that Close returns
-	// when some events were never acknowledged by the stream.
-	ErrUndelivered = errors.New("emit: events undelivered")
+	// when some events were never acknowledged by the stream
+	// (api.ErrUndelivered).
+	ErrUndelivered = api.ErrUndelivered
 
 	// ErrInvalidOption is wrapped by every error of an Option passed to
 	// New; the message names the option.
@@ -29,42 +31,9 @@ var (
 
 // UndeliveredError reports how many events Close gave up on: events that
 // were enqueued but never acknowledged by the stream before Close's context
-// ended. Some of them may still land later (a publish was in flight); they
+// ended (api.UndeliveredError). Some of them may still land later; they
 // carry their event ID, so a re-publish is deduplicated by the stream.
-type UndeliveredError struct {
-	// Count is the number of events without an ack.
-	Count uint64
-	// Last is the last publish failure the publisher saw, or the context
-	// error of Close when no publish had failed; it may be nil.
-	Last error
-	// Kept is how many of them stay in the outbox, in directory Outbox,
-	// for the next Publisher on it (WithOutbox): with an outbox, all.
-	Kept   uint64
-	Outbox string
-}
-
-func (e *UndeliveredError) Error() string {
-	msg := fmt.Sprintf("emit: %d event(s) undelivered", e.Count)
-	if e.Kept > 0 {
-		msg += fmt.Sprintf(", %d kept in outbox %s for the next start", e.Kept, e.Outbox)
-	}
-	if e.Last != nil {
-		msg += " (last error: " + e.Last.Error() + ")"
-	}
-	return msg
-}
-
-// AllKept reports whether every undelivered event stays in the outbox:
-// none is lost, the next start on the outbox delivers them.
-func (e *UndeliveredError) AllKept() bool { return e.Count > 0 && e.Kept == e.Count }
-
-// Unwrap makes errors.Is true for ErrUndelivered and for Last.
-func (e *UndeliveredError) Unwrap() []error {
-	if e.Last == nil {
-		return []error{ErrUndelivered}
-	}
-	return []error{ErrUndelivered, e.Last}
-}
+type UndeliveredError = api.UndeliveredError
 
 // PendingError is returned by Flush when its context ends before every
 // event enqueued before the call was acknowledged.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/retry"
 )
@@ -67,38 +68,10 @@ type item struct {
 	size    int64         // the event's size in the outbox
 }
 
-// Stats counts what a Publisher did.
-type Stats struct {
-	// Enqueued is the number of events Publish accepted.
-	Enqueued uint64
-	// Acked is the number of events the stream acknowledged, Duplicates
-	// included. Every event is counted at most once, however many times it
-	// was published.
-	Acked uint64
-	// Duplicates is the number of acks saying the stream already held the
-	// event ID (PubAck.Duplicate): a re-published event, or a retry of a
-	// publish that had landed.
-	Duplicates uint64
-	// Retries is the number of times an event was published again after a
-	// failed publish.
-	Retries uint64
-	// Undelivered is the number of enqueued events that were never
-	// acknowledged. It is set by Close and is 0 before.
-	Undelivered uint64
-	// Recovered is the number of events New read back from the outbox
-	// (WithOutbox), left by an earlier Publisher; they are counted in
-	// Enqueued too.
-	Recovered uint64
-	// OutboxEvents and OutboxBytes are the outbox's depth: the events it
-	// keeps on disk until the stream acknowledges them. After Close they
-	// are what the next Publisher on the directory will publish.
-	OutboxEvents uint64
-	OutboxBytes  uint64
-	// Kept is the number of undelivered events that stay in the outbox for
-	// the next Publisher on its directory; set by Close. Without an outbox
-	// it is 0.
-	Kept uint64
-}
+// Stats count what a Publisher did (api.PublisherStats): Acked counts
+// every event once, however many times it was published, Duplicates
+// included (PubAck.Duplicate); Undelivered and Kept are set by Close.
+type Stats = api.PublisherStats
 
 // New returns a Publisher and starts its background loop. The caller owns
 // the Publisher and must call Close before closing the connection.
@@ -387,7 +360,9 @@ func (p *Publisher) Close(ctx context.Context) (Stats, error) {
 			}
 			p.closeErr = ue
 		}
-		p.closeErr = errors.Join(p.closeErr, outboxErr)
+		if outboxErr != nil {
+			p.closeErr = errors.Join(p.closeErr, outboxErr)
+		} // else the *UndeliveredError itself, for a type assertion
 	}
 	return p.closeStats, p.closeErr
 }

@@ -325,6 +325,10 @@ func TestCloseWithUnreachableServerReportsUndelivered(t *testing.T) {
 	require.ErrorAs(t, closeErr, &ue)
 	assert.Equal(t, uint64(7), ue.Count)
 	assert.Contains(t, closeErr.Error(), "7 event(s) undelivered")
+	// Itself, not joined with a nil outbox error: ledger.Publisher.Close
+	// returns it as it is, and its users may assert its type.
+	_, bare := closeErr.(*UndeliveredError)
+	assert.True(t, bare, "Close returned %T, not the *UndeliveredError", closeErr)
 	assert.Equal(t, Stats{Enqueued: 17, Acked: 10, Undelivered: 7}, Stats{
 		Enqueued: st.Enqueued, Acked: st.Acked, Undelivered: st.Undelivered,
 	})

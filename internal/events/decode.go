@@ -702,7 +702,7 @@ func (a *Attempt) Validate() error {
 	if err := textField("model", a.Model, MaxModelLength, true); err != nil {
 		return err
 	}
-	if err := a.Usage.validate(); err != nil {
+	if err := validateUsage(a.Usage); err != nil {
 		return err
 	}
 	if a.StartedAt.IsZero() {
@@ -741,7 +741,7 @@ func (e *AttemptError) validate() error {
 	return nil
 }
 
-func (u Usage) validate() error {
+func validateUsage(u Usage) error {
 	for _, f := range []struct {
 		name string
 		v    int64

@@ -159,7 +159,9 @@ func TestDecode(t *testing.T) {
 		accept("all tokens at the edge", all(
 			set("usage.input_tokens", raw("1e12")), set("usage.output_tokens", raw("1e12")),
 			set("usage.cache_read_input_tokens", raw("5e11")), set("usage.cache_creation_input_tokens", raw("500000000000.0")),
-		), func(a *Attempt) { a.Usage = Usage{MaxTokens, MaxTokens, MaxTokens / 2, MaxTokens / 2} }),
+		), func(a *Attempt) {
+			a.Usage = Usage{InputTokens: MaxTokens, OutputTokens: MaxTokens, CacheReadInputTokens: MaxTokens / 2, CacheCreationInputTokens: MaxTokens / 2}
+		}),
 		accept("tokens 512.0", set("usage.output_tokens", raw("512.0")), nil),
 		accept("usage missing is zeros", del("usage"), func(a *Attempt) { a.Usage = Usage{} }),
 		accept("usage null is zeros", set("usage", nil), func(a *Attempt) { a.Usage = Usage{} }),
@@ -693,8 +695,8 @@ func TestErrorTypes(t *testing.T) {
 	for k, valid := range map[ErrorKind]bool{KindRateLimit: true, KindOther: true, "": false, "Other": false, "unknown": false} {
 		assert.Equal(t, valid, k.Valid(), k)
 	}
-	u := Usage{1, 2, 3, 4}
-	assert.Equal(t, Usage{2, 4, 6, 8}, u.Add(u))
+	u := Usage{InputTokens: 1, OutputTokens: 2, CacheReadInputTokens: 3, CacheCreationInputTokens: 4}
+	assert.Equal(t, Usage{InputTokens: 2, OutputTokens: 4, CacheReadInputTokens: 6, CacheCreationInputTokens: 8}, u.Add(u))
 	assert.Equal(t, Usage{}, u.Sub(u))
 	assert.True(t, u.Sub(u).IsZero())
 	assert.False(t, u.IsZero())

@@ -280,7 +280,7 @@ func FuzzMarshalMatchesReference(f *testing.F) {
 		a := Attempt{
 			Schema: "whatever", EventID: eventID, RequestID: requestID, SessionID: sessionID, Attempt: attempt,
 			Outcome: Outcome(outcome), Final: final, Provider: provider, Model: model,
-			Usage:     Usage{in, out, cacheRead, cacheCreation},
+			Usage:     Usage{InputTokens: in, OutputTokens: out, CacheReadInputTokens: cacheRead, CacheCreationInputTokens: cacheCreation},
 			StartedAt: time.Unix(startSec, startNsec).In(zone), FinishedAt: time.Unix(finishSec, finishNsec),
 			ProviderRequestID: providerRequestID,
 		}

@@ -1,6 +1,10 @@
 package events
 
-import "time"
+import (
+	"time"
+
+	"github.com/agentledger/ledger/api"
+)
 
 // SchemaV1 is the value of the "schema" field of a v1 attempt event.
 const SchemaV1 = "ledger.attempt.v1"
@@ -14,37 +18,28 @@ const (
 	OutcomeError   Outcome = "error"
 )
 
-// ErrorKind classifies why an attempt failed.
-type ErrorKind string
+// ErrorKind classifies why an attempt failed; it is the public API's
+// type (api.ErrorKind), the same for the ledger and its users.
+type ErrorKind = api.ErrorKind
 
 // Error kinds of wire contract v1.
 const (
-	KindRateLimit   ErrorKind = "rate_limit"
-	KindOverloaded  ErrorKind = "overloaded"
-	KindTimeout     ErrorKind = "timeout"
-	KindConnection  ErrorKind = "connection"
-	KindServer      ErrorKind = "server"
-	KindClient      ErrorKind = "client"
-	KindAuth        ErrorKind = "auth"
-	KindQuota       ErrorKind = "quota"
-	KindCanceled    ErrorKind = "canceled"
-	KindCircuitOpen ErrorKind = "circuit_open"
-	KindOther       ErrorKind = "other"
+	KindRateLimit   = api.KindRateLimit
+	KindOverloaded  = api.KindOverloaded
+	KindTimeout     = api.KindTimeout
+	KindConnection  = api.KindConnection
+	KindServer      = api.KindServer
+	KindClient      = api.KindClient
+	KindAuth        = api.KindAuth
+	KindQuota       = api.KindQuota
+	KindCanceled    = api.KindCanceled
+	KindCircuitOpen = api.KindCircuitOpen
+	KindOther       = api.KindOther
 )
-
-// Valid reports whether k is one of the kinds of wire contract v1.
-func (k ErrorKind) Valid() bool {
-	switch k {
-	case KindRateLimit, KindOverloaded, KindTimeout, KindConnection, KindServer,
-		KindClient, KindAuth, KindQuota, KindCanceled, KindCircuitOpen, KindOther:
-		return true
-	}
-	return false
-}
 
 // Limits of wire contract v1.
 const (
-	MaxAttempt        = 1000
+	MaxAttempt        = api.MaxAttempt
 	MaxTokens         = 1_000_000_000_000
 	MaxMessageBytes   = 1024
 	MaxIDLength       = 128
@@ -66,38 +61,9 @@ const (
 	MaxEventMsgBytes = MaxEventBytes + MaxEventHeaderBytes
 )
 
-// Usage is what the provider billed for one attempt, in tokens. InputTokens
-// counts every input token, cached ones included; the two cache fields are
-// subsets of it.
-type Usage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-}
-
-// Add returns u + v field by field.
-func (u Usage) Add(v Usage) Usage {
-	return Usage{
-		InputTokens:              u.InputTokens + v.InputTokens,
-		OutputTokens:             u.OutputTokens + v.OutputTokens,
-		CacheReadInputTokens:     u.CacheReadInputTokens + v.CacheReadInputTokens,
-		CacheCreationInputTokens: u.CacheCreationInputTokens + v.CacheCreationInputTokens,
-	}
-}
-
-// Sub returns u - v field by field.
-func (u Usage) Sub(v Usage) Usage {
-	return Usage{
-		InputTokens:              u.InputTokens - v.InputTokens,
-		OutputTokens:             u.OutputTokens - v.OutputTokens,
-		CacheReadInputTokens:     u.CacheReadInputTokens - v.CacheReadInputTokens,
-		CacheCreationInputTokens: u.CacheCreationInputTokens - v.CacheCreationInputTokens,
-	}
-}
-
-// IsZero reports whether every field is zero.
-func (u Usage) IsZero() bool { return u == Usage{} }
+// Usage is what the provider billed for one attempt, in tokens; it is the
+// public API's type (api.Usage).
+type Usage = api.Usage
 
 // AttemptError describes a failed attempt. It is present on an event if and
 // only if the outcome is OutcomeError.

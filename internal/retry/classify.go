@@ -12,43 +12,23 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 )
 
-// Classification is what the middleware knows about one failed attempt: the
-// contract's error kind, whether another attempt may succeed, and the
-// server's hint of when to try again.
-type Classification struct {
-	Kind      events.ErrorKind
-	Status    int  // HTTP status, 0 when none
-	Retryable bool // another attempt may succeed
-	// Hint is the server's Retry-After, valid when HasHint.
-	Hint    time.Duration
-	HasHint bool
-	// Message is a short description for the event, at most 1 KiB.
-	Message string
-	// ProviderRequestID is the provider's request-id header, when known.
-	ProviderRequestID string
-	// Header is the error response's header, when known: its rate-limit
-	// headers teach the guards the upstream's limits. ClassifyHTTP sets
-	// it. Read during the call only.
-	Header http.Header
-}
+// Classification is what the middleware knows about one failed attempt:
+// the public API's type (api.Classification), which provider classifiers
+// and package ledger's users return alike. ClassifyHTTP sets its Header,
+// whose rate-limit headers teach the guards the upstream's limits.
+type Classification = api.Classification
 
-// Classifier recognises the errors of one provider SDK (or transport). It
-// returns ok false for an error it does not know, so that classifiers can be
-// chained. now is the middleware's clock, for HTTP-date hints.
-//
-// Implementations must be safe for concurrent use and must not block.
-type Classifier interface {
-	Classify(err error, now time.Time) (c Classification, ok bool)
-}
+// Classifier recognises the errors of one provider SDK (or transport):
+// api.Classifier. It returns ok false for an error it does not know, so
+// that classifiers can be chained.
+type Classifier = api.Classifier
 
-// ClassifierFunc adapts a function to Classifier.
-type ClassifierFunc func(err error, now time.Time) (Classification, bool)
-
-// Classify calls f.
-func (f ClassifierFunc) Classify(err error, now time.Time) (Classification, bool) { return f(err, now) }
+// ClassifierFunc adapts a function to Classifier (api.ClassifierFunc).
+type ClassifierFunc = api.ClassifierFunc
 
 // Chain tries each classifier in order and returns the first answer.
 type Chain []Classifier

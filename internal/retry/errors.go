@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strconv"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/guard"
@@ -47,37 +48,23 @@ func (e *OptionsError) Unwrap() []error {
 // Middleware or a function. (Invalid IDs give an *events.FieldError.)
 var ErrInvalidCall = errors.New("retry: invalid call")
 
-// StopReason says why a call ended without success.
-type StopReason string
+// StopReason says why a call ended without success (api.StopReason).
+type StopReason = api.StopReason
 
-// The reasons a call ends without success.
+// The reasons a call ends without success. StopPanicked's CallError has
+// the *PanicError as Cause; StopRateLimit's the *guard.LimitError (so
+// errors.Is(err, ErrRateLimited) holds), StopBudget's the
+// *guard.BudgetError (errors.Is(err, ErrBudgetSpent)).
 const (
-	// StopNonRetryable: the failure was not retryable.
-	StopNonRetryable StopReason = "non_retryable"
-	// StopExhausted: every attempt the policy allows failed.
-	StopExhausted StopReason = "retries_exhausted"
-	// StopHintOverCap: the server asked for a wait longer than HintCap.
-	StopHintOverCap StopReason = "hint_over_cap"
-	// StopDeadline: the wait before the next attempt would pass the
-	// caller's deadline.
-	StopDeadline StopReason = "deadline"
-	// StopCanceled: the caller's context ended.
-	StopCanceled StopReason = "canceled"
-	// StopCircuitOpen: the upstream's breaker rejected the attempt.
-	StopCircuitOpen StopReason = "circuit_open"
-	// StopPanicked: the Classifier panicked on the attempt's error; the
-	// CallError's Cause is the *PanicError.
-	StopPanicked StopReason = "panicked"
-	// StopRateLimit: the upstream's rate limit (or its hold after a 429)
-	// had no capacity before the caller's deadline or within
-	// Policy.HintCap; no attempt was made. The Cause is the
-	// *guard.LimitError, so errors.Is(err, ErrRateLimited) holds.
-	StopRateLimit StopReason = "rate_limit"
-	// StopBudget: the attempt failed and could have been retried, but the
-	// upstream's retry budget was spent; the failed attempt is the final
-	// one and its message says so. The Cause is the *guard.BudgetError,
-	// so errors.Is(err, ErrBudgetSpent) holds.
-	StopBudget StopReason = "retry_budget"
+	StopNonRetryable = api.StopNonRetryable
+	StopExhausted    = api.StopExhausted
+	StopHintOverCap  = api.StopHintOverCap
+	StopDeadline     = api.StopDeadline
+	StopCanceled     = api.StopCanceled
+	StopCircuitOpen  = api.StopCircuitOpen
+	StopPanicked     = api.StopPanicked
+	StopRateLimit    = api.StopRateLimit
+	StopBudget       = api.StopBudget
 )
 
 // ErrRateLimited is matched (errors.Is) by the error of a call that a rate

@@ -15,64 +15,24 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/guard"
 )
 
-// Call names one logical model call.
-type Call struct {
-	// SessionID is the caller's session; it must follow events.IDRule.
-	SessionID string
-	// RequestID is the call's stable ID, shared by all its attempts. Empty
-	// means a new ULID; otherwise it must follow events.IDRule.
-	RequestID string
-	// Provider and Model name the upstream, as written into the events;
-	// both are required (at most events.MaxProviderLength and
-	// events.MaxModelLength bytes).
-	Provider, Model string
-	// Upstream is the key of the call's guards (circuit breaker, rate
-	// limits, retry budget); empty means Provider+"/"+Model. A wider
-	// scope, such as an account shared by several models, is a key of the
-	// caller's choosing.
-	Upstream string
-	// Account, when set, names the account of the upstream the call is
-	// made with (a digest of its credential, say): the call's rate
-	// limits, the holds after its 429s and its retry budget are then the
-	// guard of guard.AccountKey(upstream, Account), apart from other
-	// accounts', while its circuit breaker stays the upstream's, shared
-	// by every account (a provider-wide outage opens it for all). It
-	// should come from a bounded set, as Upstream.
-	Account string
-	// FirstAttempt is the attempt number of the call's first attempt; the
-	// attempts of this Do are numbered from it. It is 0 for a new call;
-	// a caller that continues a request whose earlier attempts were made
-	// (and published) elsewhere passes the first number not yet used, so
-	// that no two events of the request share an attempt number. The
-	// policy's MaxRetries still counts from this Do's first attempt, so
-	// FirstAttempt + MaxRetries must not exceed events.MaxAttempt.
-	FirstAttempt int
-}
+// Call names one logical model call (api.Call). Its IDs must follow
+// events.IDRule; an account's guard is guard.AccountKey(Upstream,
+// Account).
+type Call = api.Call
 
-// Attempt is what fn learns about the attempt it is asked to make.
-type Attempt struct {
-	Number    int    // 0 for the first attempt
-	RequestID string // the call's request_id, the same for every attempt
-	SessionID string
-	EventID   string // the event_id of this attempt's event
-}
+// Attempt is what fn learns about the attempt it is asked to make
+// (api.Attempt).
+type Attempt = api.Attempt
 
 // Report is what fn learned from the provider, on success and on error
-// alike: a provider may bill a failed attempt, and the usage lands in that
-// attempt's event.
-type Report struct {
-	Usage             events.Usage
-	ProviderRequestID string // the provider's request-id; overrides the classifier's
-	// Header is the response's header, when fn has it: the rate-limit
-	// headers in it (Anthropic's and OpenAI's) teach the guards the
-	// upstream's limits. Optional; read during the call only.
-	Header http.Header
-}
+// alike (api.Report).
+type Report = api.Report
 
 // Options configures a Middleware. Only Sink is required.
 type Options struct {
@@ -119,17 +79,8 @@ type Options struct {
 	OnSinkError func(ev *events.Attempt, err error)
 }
 
-// Stats are the middleware's counters since New.
-type Stats struct {
-	Calls      uint64 // calls to Do that passed validation
-	Attempts   uint64 // calls to fn
-	Retries    uint64 // waits before another attempt
-	Rejections uint64 // attempts not made: breaker open, a rate limit past the deadline, caller's context done
-	Waits      uint64 // waits for rate-limit capacity before an attempt (not attempts)
-	Events     uint64 // events the Sink accepted
-	SinkErrors uint64 // events the Sink refused (a panic of the Sink included)
-	Panics     uint64 // panics of fn, the Classifier or the Sink during a call
-}
+// Stats are the middleware's counters since New (api.MiddlewareStats).
+type Stats = api.MiddlewareStats
 
 // Middleware runs calls under a retry policy, a circuit breaker per
 // upstream and an event sink. Create it with New; it is safe for
@@ -159,7 +110,7 @@ func New(opts Options) (*Middleware, error) {
 	if opts.Sink == nil {
 		return nil, &OptionsError{Field: "Sink", Rule: "is nil; it is required"}
 	}
-	if opts.Policy.isZero() {
+	if opts.Policy == (Policy{}) {
 		opts.Policy = DefaultPolicy()
 	}
 	if err := opts.Policy.Validate(); err != nil {

@@ -8,7 +8,6 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/agentledger/ledger"
-	"github.com/agentledger/ledger/internal/bridge"
 	impl "github.com/agentledger/ledger/internal/provider/anthropic"
 )
 
@@ -31,7 +30,7 @@ var Classifier = ledger.ClassifierFor(Name, ledger.ClassifierFunc(Classify))
 // an error event inside a stream by its error type; an account out of
 // credit is never retried. For any other error it returns ok false.
 func Classify(err error, now time.Time) (ledger.Classification, bool) {
-	return bridge.Classify(impl.Classifier, err, now)
+	return impl.Classifier.Classify(err, now)
 }
 
 // ClientOptions returns the options every client used under the

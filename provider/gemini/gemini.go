@@ -6,7 +6,6 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agentledger/ledger"
-	"github.com/agentledger/ledger/internal/bridge"
 	impl "github.com/agentledger/ledger/internal/provider/gemini"
 )
 
@@ -25,7 +24,7 @@ var Classifier = ledger.ClassifierFor(Name, ledger.ClassifierFunc(Classify))
 // RetryInfo delay is the hint; an exhausted daily or billing quota is never
 // retried). For any other error it returns ok false.
 func Classify(err error, now time.Time) (ledger.Classification, bool) {
-	return bridge.Classify(impl.Classifier, err, now)
+	return impl.Classifier.Classify(err, now)
 }
 
 // ClientConfig returns a copy of base (nil is the zero config) with the

@@ -9,7 +9,6 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/agentledger/ledger"
-	"github.com/agentledger/ledger/internal/bridge"
 	impl "github.com/agentledger/ledger/internal/provider/openai"
 )
 
@@ -33,7 +32,7 @@ var Classifier = ledger.ClassifierFor(Name, ledger.ClassifierFunc(Classify))
 // quota is never retried) or an error object inside a stream. For any
 // other error it returns ok false.
 func Classify(err error, now time.Time) (ledger.Classification, bool) {
-	return bridge.Classify(impl.Classifier, err, now)
+	return impl.Classifier.Classify(err, now)
 }
 
 // ClientOptions returns the options every client used under the
