@@ -49,7 +49,7 @@ func TestOptionsAreValidated(t *testing.T) {
 		{"unknown provider", []gateway.Option{pub, gateway.WithUpstream("nosuchprovider", "http://127.0.0.1:1")}, `gateway.WithUpstream: Upstreams: "nosuchprovider" is not one of the gateway's providers (anthropic, gemini, openai)`},
 		{"empty provider", []gateway.Option{pub, gateway.WithUpstream("", "http://127.0.0.1:1")}, "gateway.WithUpstream: provider must not be empty"},
 		{"bad policy", []gateway.Option{pub, gateway.WithRetryPolicy(ledger.Policy{MaxRetries: -1})}, "gateway.WithRetryPolicy: "},
-		{"negative attempt timeout", []gateway.Option{pub, gateway.WithRetryPolicy(ledger.Policy{BaseDelay: time.Second, MaxDelay: time.Second, HintCap: time.Second, AttemptTimeout: -1})}, "gateway.WithRetryPolicy: retry: invalid policy: AttemptTimeout is -1ns"},
+		{"negative attempt timeout", []gateway.Option{pub, gateway.WithRetryPolicy(ledger.Policy{BaseDelay: time.Second, MaxDelay: time.Second, HintCap: time.Second, AttemptTimeout: -1})}, "gateway.WithRetryPolicy: AttemptTimeout is -1ns"},
 		{"negative limit", []gateway.Option{pub, gateway.WithLimits(gateway.Limits{WriteTimeout: -time.Second})}, "gateway.WithLimits: Limits.WriteTimeout is negative"},
 		{"keys and no auth", []gateway.Option{pub, gateway.WithKeysFile(keys), gateway.WithInsecureNoAuth()}, "gateway.WithInsecureNoAuth: not with WithKeysFile"},
 		{"missing keys file", []gateway.Option{pub, gateway.WithKeysFile(filepath.Join(t.TempDir(), "none.json"))}, "gateway.WithKeysFile: "},

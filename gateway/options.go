@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/agentledger/ledger"
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	internal "github.com/agentledger/ledger/internal/gateway"
 	"github.com/agentledger/ledger/internal/retry"
@@ -137,6 +139,9 @@ func WithRetryPolicy(p ledger.Policy) Option {
 	return func(o *options) error {
 		rp := retry.Policy(p)
 		if err := rp.Validate(); err != nil {
+			if pe := (*api.PolicyError)(nil); errors.As(err, &pe) {
+				return invalid("WithRetryPolicy", "%s %s", pe.Field, pe.Rule)
+			}
 			return invalid("WithRetryPolicy", "%v", err)
 		}
 		o.policy = &rp
