@@ -60,6 +60,9 @@ func Classify(err error, now time.Time) (retry.Classification, bool) {
 }
 
 func classifyAPIError(oe *sdk.Error, now time.Time) retry.Classification {
+	if p := compatOf(oe); p != nil {
+		return classifyCompatAPIError(p, oe, now)
+	}
 	var header http.Header
 	if oe.Response != nil {
 		header = oe.Response.Header
