@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/provider"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -290,8 +292,16 @@ func classifyCompatAPIError(p *Preset, oe *sdk.Error, now time.Time) retry.Class
 			e.Limits = m.apiError().Limits
 		}
 	}
-	return classifyCompat(p, oe.StatusCode, oe.Response.Header, e, now)
+	var header http.Header
+	if oe.Response != nil {
+		header = oe.Response.Header
+	}
+	return classifyCompat(p, oe.StatusCode, header, e, now)
 }
+
+// asAPIError reports whether err's chain holds a *openai.Error, set in
+// *oe.
+func asAPIError(err error, oe **sdk.Error) bool { return errors.As(err, oe) && *oe != nil }
 
 // maxErrorBody bounds the error body CompatClientOptions rewrites; a
 // longer one is left as it is.
@@ -355,5 +365,31 @@ func normalizeErrorBody(resp *http.Response) {
 	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
 }
 
-// errNoPreset is wrapped by the errors of a preset name that is not one.
-var errNoPreset = errors.New("no such preset")
+// RegisterClient makes the rules of preset ("" for none: OpenAI's) those
+// of the errors of the SDK clients of provider name, built with
+// CompatClientOptions(name), for the Go adapter's callers that call an
+// API directly. The error names the field and the rule.
+func RegisterClient(name, preset string) error {
+	p, err := presetFor(name, preset)
+	if err != nil {
+		return err
+	}
+	registerCompat(name, &p)
+	return nil
+}
+
+// presetFor checks name and returns the rules of preset for it; without
+// a preset, OpenAI's rules on the three endpoints.
+func presetFor(name, preset string) (Preset, error) {
+	if err := provider.ValidateName("name", name); err != nil {
+		return Preset{}, err
+	}
+	if preset == "" {
+		return Preset{Name: name, Endpoints: []string{"chat", "embeddings", "responses"}}, nil
+	}
+	p, ok := LookupPreset(preset)
+	if !ok {
+		return Preset{}, fmt.Errorf("preset: %q is not one of %s", preset, strings.Join(Presets(), ", "))
+	}
+	return p, nil
+}

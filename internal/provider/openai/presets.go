@@ -27,6 +27,10 @@ type Preset struct {
 	// Local: the API serves on the operator's own machine and needs no
 	// credential (Ollama, vLLM); a gateway mounts it only when named.
 	Local bool
+	// UsageUnasked: a chat stream reports its usage in its last chunk
+	// without stream_options, which the API refuses (Mistral answers 422
+	// "Extra inputs are not permitted"): the gateway does not add it.
+	UsageUnasked bool
 	// RateLimits are the rate-limit headers the API sends; none for an
 	// API that sends none.
 	RateLimits []LimitHeaders
@@ -87,9 +91,12 @@ var presets = []Preset{
 		// names (mistralai/client-ts#169):
 		// x-ratelimit-{limit,remaining}-{req,tokens}-minute; the older
 		// x-ratelimitbysize-*-minute are tokens per minute too.
+		// It refuses stream_options (openai/openai-agents-python#442) and
+		// sends the usage in a stream's last chunk unasked.
 		Name: "mistral", Origin: "https://api.mistral.ai",
-		Doc:       "https://docs.mistral.ai/api/ (errors), https://docs.mistral.ai/deployment/ai-studio/tier/ (rate limits)",
-		Endpoints: []string{"chat", "embeddings"},
+		Doc:          "https://docs.mistral.ai/api/ (errors), https://docs.mistral.ai/deployment/ai-studio/tier/ (rate limits)",
+		Endpoints:    []string{"chat", "embeddings"},
+		UsageUnasked: true,
 		RateLimits: []LimitHeaders{
 			{Dim: guard.Requests, Limit: "X-Ratelimit-Limit-Req-Minute", Remaining: "X-Ratelimit-Remaining-Req-Minute", LimitPerMinute: true},
 			{Dim: guard.Tokens, Limit: "X-Ratelimit-Limit-Tokens-Minute", Remaining: "X-Ratelimit-Remaining-Tokens-Minute", LimitPerMinute: true},
