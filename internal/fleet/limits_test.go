@@ -16,6 +16,7 @@ import (
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/natstest"
+	_ "github.com/agentledger/ledger/internal/provider/anthropic"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/tokenbucket"
 )
@@ -121,7 +122,9 @@ func (p *proc) guard() *guard.Guard {
 	return p.mw.Guards().Get(upstreamKey)
 }
 
-// rateHeader is an Anthropic response header with a requests limit.
+// rateHeader is an Anthropic response header with a requests limit (the
+// middleware reads it: testCall's provider, anthropic, registers its
+// rate-limit headers when its package is initialised).
 func rateHeader(rpm int) http.Header {
 	h := http.Header{}
 	h.Set("Anthropic-Ratelimit-Requests-Limit", strconv.Itoa(rpm))

@@ -14,6 +14,7 @@ import (
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/natstest"
+	panthropic "github.com/agentledger/ledger/internal/provider/anthropic"
 	"github.com/agentledger/ledger/internal/tokenbucket"
 )
 
@@ -109,13 +110,13 @@ func storm(t *testing.T, clk *testClock, gs []*guard.Guard, agents, calls int, p
 		}
 		if e.ok {
 			g.Done(e.permit, breaker.Success)
-			g.Settle(&e.res, guard.Outcome{Made: true, Success: true, Usage: events.Usage{InputTokens: 100, OutputTokens: 10}, Header: e.header})
+			g.Settle(&e.res, guard.Outcome{Made: true, Success: true, Usage: events.Usage{InputTokens: 100, OutputTokens: 10}, Header: e.header, RateLimits: panthropic.Provider{}})
 			done++
 			push(stormEvent{at: clk.Now(), agent: e.agent})
 			continue
 		}
 		g.Done(e.permit, breaker.Ignore)
-		g.Settle(&e.res, guard.Outcome{Made: true, RateLimited: true, Hint: e.hint, HasHint: true, Header: e.header})
+		g.Settle(&e.res, guard.Outcome{Made: true, RateLimited: true, Hint: e.hint, HasHint: true, Header: e.header, RateLimits: panthropic.Provider{}})
 		push(stormEvent{at: clk.Now(), agent: e.agent}) // the retry: the hold makes it wait
 	}
 }

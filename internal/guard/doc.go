@@ -9,9 +9,11 @@
 //   - Breaker: the upstream's circuit breaker (package breaker).
 //   - Rate limits: requests, input tokens and output tokens per minute
 //     (and OpenAI's one tokens limit, input plus output), configured or
-//     learned from the providers' rate-limit headers (ParseHeaders), kept
-//     as token buckets (package tokenbucket). Before an attempt, Reserve
-//     takes its estimated cost (Estimate: the mean of the actual costs
+//     learned from the providers' rate-limit headers (each provider
+//     declares its own with RateLimitHeaders, the generic parsing is
+//     here; Outcome.RateLimits reads them), kept as token buckets
+//     (package tokenbucket). Before an attempt, Reserve takes its
+//     estimated cost (Estimate: the mean of the actual costs
 //     plus twice their deviation, the rest given back when the attempt
 //     settles) or says how long until it fits; a 429 with
 //     a hint holds the upstream until then. A 429 gives nothing back (the

@@ -285,6 +285,9 @@ type Outcome struct {
 	// Header is the response's header, for its rate-limit headers; nil
 	// when there was no response.
 	Header http.Header
+	// RateLimits reads Header's rate-limit headers in the style of the
+	// upstream's provider; nil when it sends none (or is not known).
+	RateLimits RateLimitParser
 }
 
 // Settle closes the reservation of an attempt with its outcome: it gives
@@ -307,7 +310,10 @@ func (g *Guard) Settle(res *Reservation, o Outcome) {
 	case o.Made:
 		actual = costOf(o.Usage)
 	}
-	obs := ParseHeaders(o.Header, now)
+	var obs Observed
+	if o.RateLimits != nil {
+		obs = o.RateLimits.RateLimits(o.Header, now)
+	}
 	var hold time.Time
 	var why string
 	var hint time.Duration

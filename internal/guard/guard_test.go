@@ -46,12 +46,20 @@ func newSet(t *testing.T, cfg Config) (*Set, *clock) {
 	return s, clk
 }
 
-// anthropicHeaders are the rate-limit headers of an Anthropic response.
-func anthropicHeaders(rpm, remaining int, reset time.Time) http.Header {
+// testHeaders are the rate-limit headers of the tests' provider: a
+// requests limit whose reset is a time, a tokens limit whose reset is a
+// duration.
+var testHeaders = RateLimitHeaders{
+	{Dim: Requests, Limit: "Test-Requests-Limit", Remaining: "Test-Requests-Remaining", Reset: "Test-Requests-Reset", ResetIsDate: true},
+	{Dim: Tokens, Limit: "Test-Tokens-Limit", Remaining: "Test-Tokens-Remaining", Reset: "Test-Tokens-Reset"},
+}
+
+// rateHeaders are the rate-limit headers (testHeaders) of a response.
+func rateHeaders(rpm, remaining int, reset time.Time) http.Header {
 	h := http.Header{}
-	h.Set("anthropic-ratelimit-requests-limit", itoa(rpm))
-	h.Set("anthropic-ratelimit-requests-remaining", itoa(remaining))
-	h.Set("anthropic-ratelimit-requests-reset", reset.Format(time.RFC3339))
+	h.Set("test-requests-limit", itoa(rpm))
+	h.Set("test-requests-remaining", itoa(remaining))
+	h.Set("test-requests-reset", reset.Format(time.RFC3339))
 	return h
 }
 
@@ -84,51 +92,35 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
-func TestParseHeaders(t *testing.T) {
+func TestRateLimitHeaders(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name   string
 		header map[string]string
 		check  func(t *testing.T, o Observed)
 	}{
-		{"anthropic", map[string]string{
-			"anthropic-ratelimit-requests-limit":          "50",
-			"anthropic-ratelimit-requests-remaining":      "49",
-			"anthropic-ratelimit-requests-reset":          "2026-03-01T12:00:01Z",
-			"anthropic-ratelimit-input-tokens-limit":      "30000",
-			"anthropic-ratelimit-input-tokens-remaining":  "0",
-			"anthropic-ratelimit-input-tokens-reset":      "2026-03-01T12:00:02.5Z",
-			"anthropic-ratelimit-output-tokens-limit":     "8000",
-			"anthropic-ratelimit-output-tokens-remaining": "7990",
-			"anthropic-ratelimit-tokens-limit":            "38000", // not read
+		{"both styles of reset", map[string]string{
+			"test-requests-limit":        "50",
+			"test-requests-remaining":    "0",
+			"test-requests-reset":        "2026-03-01T12:00:02.5Z",
+			"test-tokens-limit":          "200000",
+			"test-tokens-remaining":      "150000",
+			"test-tokens-reset":          "6m0s",
+			"x-ratelimit-limit-requests": "7", // another provider's: not read
 		}, func(t *testing.T, o Observed) {
-			assert.Equal(t, Limits{Requests: 50, InputTokens: 30000, OutputTokens: 8000}, o.Limit)
-			assert.Equal(t, [NumDims]int64{49, 0, 7990, 0}, o.Remaining)
-			assert.Equal(t, [NumDims]bool{true, true, true, false}, o.HasRemaining)
-			assert.Equal(t, now.Add(time.Second), o.Reset[Requests])
-			assert.Equal(t, now.Add(2500*time.Millisecond), o.Reset[InputTokens])
-			assert.True(t, o.Reset[OutputTokens].IsZero())
-		}},
-		{"openai", map[string]string{
-			"x-ratelimit-limit-requests":     "500",
-			"x-ratelimit-remaining-requests": "499",
-			"x-ratelimit-reset-requests":     "120ms",
-			"x-ratelimit-limit-tokens":       "200000",
-			"x-ratelimit-remaining-tokens":   "150000",
-			"x-ratelimit-reset-tokens":       "6m0s",
-		}, func(t *testing.T, o Observed) {
-			assert.Equal(t, Limits{Requests: 500, Tokens: 200000}, o.Limit)
-			assert.Equal(t, int64(150000), o.Remaining[Tokens])
-			assert.Equal(t, now.Add(120*time.Millisecond), o.Reset[Requests])
+			assert.Equal(t, Limits{Requests: 50, Tokens: 200000}, o.Limit)
+			assert.Equal(t, [NumDims]int64{0, 0, 0, 150000}, o.Remaining)
+			assert.Equal(t, [NumDims]bool{true, false, false, true}, o.HasRemaining)
+			assert.Equal(t, now.Add(2500*time.Millisecond), o.Reset[Requests])
 			assert.Equal(t, now.Add(6*time.Minute), o.Reset[Tokens])
 		}},
 		{"garbage is ignored value by value", map[string]string{
-			"x-ratelimit-limit-requests":     "-3",
-			"x-ratelimit-remaining-requests": "lots",
-			"x-ratelimit-reset-requests":     "soon",
-			"x-ratelimit-limit-tokens":       "99999999999999999999",
-			"x-ratelimit-remaining-tokens":   " 12 ",
-			"x-ratelimit-reset-tokens":       "1.5",
+			"test-requests-limit":     "-3",
+			"test-requests-remaining": "lots",
+			"test-requests-reset":     "soon",
+			"test-tokens-limit":       "99999999999999999999",
+			"test-tokens-remaining":   " 12 ",
+			"test-tokens-reset":       "1.5",
 		}, func(t *testing.T, o Observed) {
 			assert.Equal(t, Limits{}, o.Limit)
 			assert.Equal(t, [NumDims]bool{false, false, false, true}, o.HasRemaining)
@@ -146,10 +138,22 @@ func TestParseHeaders(t *testing.T) {
 			for k, v := range tt.header {
 				h.Set(k, v)
 			}
-			tt.check(t, ParseHeaders(h, now))
+			tt.check(t, testHeaders.RateLimits(h, now))
 		})
 	}
-	assert.True(t, func() bool { o := ParseHeaders(nil, now); return o.Empty() }())
+	assert.True(t, func() bool { o := testHeaders.RateLimits(nil, now); return o.Empty() }())
+}
+
+// An outcome whose provider sends no rate-limit headers (RateLimits nil,
+// Gemini's case) learns nothing from headers that look like some other
+// provider's.
+func TestNoRateLimitParserLearnsNothing(t *testing.T) {
+	s, clk := newSet(t, Config{RateLimits: true})
+	g := s.Get(key)
+	settle(t, g, Outcome{Made: true, Success: true, Header: rateHeaders(60, 0, clk.Now().Add(time.Minute))})
+	for range 20 {
+		settle(t, g, Outcome{Made: true, Success: true}) // settle fails the test on a wait
+	}
 }
 
 func TestNoLimitsByDefault(t *testing.T) {
@@ -175,7 +179,7 @@ func settle(t *testing.T, g *Guard, o Outcome) {
 func TestLearnedRequestLimit(t *testing.T) {
 	s, clk := newSet(t, Config{RateLimits: true})
 	g := s.Get(key)
-	settle(t, g, Outcome{Made: true, Success: true, Header: anthropicHeaders(600, 599, clk.Now().Add(time.Second))})
+	settle(t, g, Outcome{Made: true, Success: true, Header: rateHeaders(600, 599, clk.Now().Add(time.Second)), RateLimits: testHeaders})
 	// 600/min with a one-second burst: 10 in a row, then one every 100 ms.
 	for i := range 10 {
 		res, wait, lerr := g.Reserve()
@@ -198,9 +202,9 @@ func TestLearnedRequestLimit(t *testing.T) {
 func TestRemainingLowersTheBucket(t *testing.T) {
 	s, clk := newSet(t, Config{RateLimits: true})
 	g := s.Get(key)
-	settle(t, g, Outcome{Made: true, Success: true, Header: anthropicHeaders(600, 600, clk.Now())})
+	settle(t, g, Outcome{Made: true, Success: true, Header: rateHeaders(600, 600, clk.Now()), RateLimits: testHeaders})
 	settle(t, g, Outcome{Made: true, Success: true}) // starts the bucket
-	settle(t, g, Outcome{Made: true, Success: true, Header: anthropicHeaders(600, 0, clk.Now().Add(time.Second))})
+	settle(t, g, Outcome{Made: true, Success: true, Header: rateHeaders(600, 0, clk.Now().Add(time.Second)), RateLimits: testHeaders})
 	_, wait, _ := g.Reserve()
 	assert.Equal(t, 100*time.Millisecond+time.Microsecond, wait, "the provider said nothing remains")
 }
@@ -208,7 +212,7 @@ func TestRemainingLowersTheBucket(t *testing.T) {
 func TestConfiguredLimitsWin(t *testing.T) {
 	s, clk := newSet(t, Config{RateLimits: true, Limits: map[string]Limits{key: {Requests: 60}}})
 	g := s.Get(key)
-	settle(t, g, Outcome{Made: true, Success: true, Header: anthropicHeaders(6000, 6000, clk.Now())})
+	settle(t, g, Outcome{Made: true, Success: true, Header: rateHeaders(6000, 6000, clk.Now()), RateLimits: testHeaders})
 	_, wait, lerr := g.Reserve()
 	require.NotNil(t, lerr, "60/min holds one request a second, and the first one took it")
 	assert.Equal(t, int64(60), lerr.PerMinute)
@@ -260,7 +264,7 @@ func TestHoldAfter429(t *testing.T) {
 			return Outcome{Made: true, RateLimited: true, Hint: 3 * time.Second, HasHint: true}
 		}, 3 * time.Second},
 		{"reset of an exhausted dimension", func(now time.Time) Outcome {
-			return Outcome{Made: true, RateLimited: true, Header: anthropicHeaders(600, 0, now.Add(2*time.Second))}
+			return Outcome{Made: true, RateLimited: true, Header: rateHeaders(600, 0, now.Add(2*time.Second)), RateLimits: testHeaders}
 		}, 2 * time.Second},
 		{"nothing to go by holds nothing", func(time.Time) Outcome {
 			return Outcome{Made: true, RateLimited: true}
@@ -464,7 +468,7 @@ func TestSettleTellsTheSharedState(t *testing.T) {
 	g := s.Get(key)
 	res, wait, _ := g.Reserve()
 	require.Zero(t, wait)
-	g.Settle(&res, Outcome{Made: true, RateLimited: true, Header: anthropicHeaders(600, 0, clk.Now().Add(time.Second))})
+	g.Settle(&res, Outcome{Made: true, RateLimited: true, Header: rateHeaders(600, 0, clk.Now().Add(time.Second)), RateLimits: testHeaders})
 	require.Len(t, up.observed, 1)
 	o := up.observed[0]
 	assert.True(t, o.Reserved)

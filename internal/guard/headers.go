@@ -23,50 +23,50 @@ func (o *Observed) Empty() bool {
 	return !o.Limit.Any() && o.HasRemaining == [NumDims]bool{} && o.Reset == [NumDims]time.Time{}
 }
 
-// headerNames are the canonical header names of one dimension in one
-// provider's style.
-type headerNames struct {
-	dim                     Dim
-	limit, remaining, reset string
-	resetIsDate             bool // RFC 3339 time; else a duration such as "6m0s"
+// HeaderNames are the canonical names of one dimension's rate-limit
+// headers in one provider's style: its limit, what remains, and when it
+// is fully replenished.
+type HeaderNames struct {
+	Dim                     Dim
+	Limit, Remaining, Reset string
+	// ResetIsDate: Reset holds an RFC 3339 time; else a duration from now
+	// ("6m0s", "20ms"; a bare number is seconds).
+	ResetIsDate bool
 }
 
-// rateHeaders are the headers each provider sends with every response:
-// Anthropic's anthropic-ratelimit-{requests,input-tokens,output-tokens}-
-// {limit,remaining,reset} (reset an RFC 3339 time; the combined
-// anthropic-ratelimit-tokens-* repeats the most restrictive of the two and
-// is not read) and OpenAI's x-ratelimit-{limit,remaining,reset}-
-// {requests,tokens} (reset a duration; tokens counts input plus output).
-// Gemini sends none. The names are canonical, so Get does not allocate.
-var rateHeaders = []headerNames{
-	{Requests, "Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", true},
-	{InputTokens, "Anthropic-Ratelimit-Input-Tokens-Limit", "Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", true},
-	{OutputTokens, "Anthropic-Ratelimit-Output-Tokens-Limit", "Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", true},
-	{Requests, "X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", false},
-	{Tokens, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", false},
+// RateLimitHeaders are the rate-limit headers one provider sends with
+// every response, one entry per dimension: each provider declares its
+// own (Anthropic's anthropic-ratelimit-*, OpenAI's x-ratelimit-*). The
+// names must be canonical, so that Get does not allocate.
+type RateLimitHeaders []HeaderNames
+
+// RateLimitParser reads the rate-limit headers of a response in one
+// provider's style (a provider.Provider is one).
+type RateLimitParser interface {
+	RateLimits(h http.Header, now time.Time) Observed
 }
 
 // maxHeaderValue bounds a limit or remaining count: anything larger is
 // garbage (and would overflow the float arithmetic's precision).
 const maxHeaderValue = 1e15
 
-// ParseHeaders reads the rate-limit headers of a response in Anthropic's
-// or OpenAI's style. Values that do not parse (negative, not a number, an
-// unknown time format) are ignored, one by one; h may be nil.
-func ParseHeaders(h http.Header, now time.Time) Observed {
+// RateLimits reads the headers hs names from h. Values that do not parse
+// (negative, not a number, an unknown time format) are ignored, one by
+// one; h may be nil.
+func (hs RateLimitHeaders) RateLimits(h http.Header, now time.Time) Observed {
 	var o Observed
 	if len(h) == 0 {
 		return o
 	}
-	for _, n := range rateHeaders {
-		if v, ok := count(h.Get(n.limit)); ok && v > 0 {
-			o.Limit[n.dim] = v
+	for _, n := range hs {
+		if v, ok := count(h.Get(n.Limit)); ok && v > 0 {
+			o.Limit[n.Dim] = v
 		}
-		if v, ok := count(h.Get(n.remaining)); ok {
-			o.Remaining[n.dim], o.HasRemaining[n.dim] = v, true
+		if v, ok := count(h.Get(n.Remaining)); ok {
+			o.Remaining[n.Dim], o.HasRemaining[n.Dim] = v, true
 		}
-		if t, ok := resetTime(h.Get(n.reset), n.resetIsDate, now); ok {
-			o.Reset[n.dim] = t
+		if t, ok := resetTime(h.Get(n.Reset), n.ResetIsDate, now); ok {
+			o.Reset[n.Dim] = t
 		}
 	}
 	return o

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -85,6 +86,17 @@ type Upstream struct {
 	// clients send), so that it is proxied here; nil for none. A request
 	// no provider recognises goes to the gateway's fallback provider.
 	Passthrough func(r *http.Request) bool
+	// AtRoot: the gateway serves the provider at its root (/v1/...) as
+	// well as at its mount (/NAME/v1/...). Only the providers whose SDKs
+	// clients point at the gateway's root are, and their accounted paths
+	// must not collide: Anthropic, OpenAI and Gemini. Every other
+	// provider is reached at its mount only.
+	AtRoot bool
+	// Fallback: the gateway proxies to this provider the requests at its
+	// root that it does not account and that no provider's Passthrough
+	// recognises (OpenAI, whose dialect most other clients speak). At
+	// most one provider at the root is the fallback.
+	Fallback bool
 }
 
 // Route is an accounted request, as its path says.
@@ -138,4 +150,11 @@ type Verdict struct {
 	// Error: the event is an error; its data is classified by
 	// ClassifyStreamError.
 	Error bool
+}
+
+// JSON encodes v, made of maps, strings, numbers and nil, which always
+// encode: a helper of ErrorBody's implementations.
+func JSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }

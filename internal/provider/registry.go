@@ -80,8 +80,10 @@ func (r *Registry) Names() []string {
 // registers itself when it is initialised.
 var builtin Registry
 
-// Register adds p to the built-in providers, and its classifier to the
-// ones the public middleware uses by default. It is called from the init
+// Register adds p to the built-in providers, its classifier to the ones
+// the public middleware uses by default, and its rate-limit headers to
+// the ones every retry middleware reads by default
+// (retry.RegisterRateLimits): the one registration a provider makes. It is called from the init
 // of the provider's package, and panics on a name that breaks the rule or
 // is taken: a programming error.
 func Register(p Provider) {
@@ -89,6 +91,7 @@ func Register(p Provider) {
 		panic("provider: " + err.Error())
 	}
 	retry.RegisterClassifier(p.Name(), p.Classifier())
+	retry.RegisterRateLimits(p.Name(), p)
 }
 
 // Lookup returns the built-in provider named name.

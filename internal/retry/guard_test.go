@@ -24,16 +24,48 @@ func newGuardedHarness(t *testing.T, cfg guard.Config) *harness {
 		gs, err := guard.New(cfg)
 		require.NoError(t, err)
 		o.Guards = gs
+		o.RateLimits = func(string) guard.RateLimitParser { return testRateLimits }
 	})
 }
 
-// rateHeader is an Anthropic response header saying rpm requests per
-// minute, with remaining left.
+// testRateLimits are the tests' rate-limit headers, the requests
+// dimension only.
+var testRateLimits = guard.RateLimitHeaders{{Dim: guard.Requests, Limit: "Test-Requests-Limit", Remaining: "Test-Requests-Remaining"}}
+
+// rateHeader is a response header (testRateLimits) saying rpm requests
+// per minute, with remaining left.
 func rateHeader(rpm, remaining int) http.Header {
 	h := http.Header{}
-	h.Set("anthropic-ratelimit-requests-limit", strconv.Itoa(rpm))
-	h.Set("anthropic-ratelimit-requests-remaining", strconv.Itoa(remaining))
+	h.Set("test-requests-limit", strconv.Itoa(rpm))
+	h.Set("test-requests-remaining", strconv.Itoa(remaining))
 	return h
+}
+
+// Without Options.RateLimits, a middleware reads the rate-limit headers
+// the call's provider registered (RegisterRateLimits, which
+// provider.Register calls), and no other provider's.
+func TestRegisteredRateLimits(t *testing.T) {
+	RegisterRateLimits("retry-test-registered", testRateLimits)
+	h := newHarness(t, func(o *Options) {
+		gs, err := guard.New(guard.Config{RateLimits: true, Now: GuardClock(o.Clock)})
+		require.NoError(t, err)
+		o.Guards = gs
+	})
+	for _, tt := range []struct {
+		provider string
+		waits    int
+	}{{"retry-test-registered", 1}, {"retry-test-unregistered", 0}} {
+		t.Run(tt.provider, func(t *testing.T) {
+			before := h.m.Stats().Waits
+			call := Call{SessionID: "sess-1", Provider: tt.provider, Model: "m"}
+			ok := &scripted{steps: []step{{report: Report{Header: rateHeader(60, 0)}}}}
+			for range 2 {
+				_, err := Do(context.Background(), h.m, call, ok.fn)
+				require.NoError(t, err)
+			}
+			assert.Equal(t, uint64(tt.waits), h.m.Stats().Waits-before)
+		})
+	}
 }
 
 // A wait for capacity is no attempt: no event, no call of fn; it is

@@ -93,6 +93,11 @@ type Options struct {
 	// selects guards with only the breakers of Breakers. Its clock should
 	// be GuardClock(Clock).
 	Guards *guard.Set
+	// RateLimits returns the reader of a provider's rate-limit headers,
+	// by the provider's name (retry.Call.Provider), or nil when it sends
+	// none; the guards learn the limits it reads. Nil selects the
+	// registered providers' (RegisterRateLimits).
+	RateLimits func(provider string) guard.RateLimitParser
 	// Clock is the source of time; nil selects SystemClock.
 	Clock Clock
 	// Rand returns the random values of the jitter, uniform in [0, 1). It
@@ -140,6 +145,7 @@ type Middleware struct {
 	ulids       *ulidSource
 	logger      *slog.Logger
 	onSinkError func(*events.Attempt, error)
+	rateLimits  func(provider string) guard.RateLimitParser
 
 	sdkRetryWarned atomic.Bool // an SDK's own retry was logged
 
@@ -168,6 +174,10 @@ func New(opts Options) (*Middleware, error) {
 		newID:       opts.NewID,
 		logger:      opts.Logger,
 		onSinkError: opts.OnSinkError,
+		rateLimits:  opts.RateLimits,
+	}
+	if m.rateLimits == nil {
+		m.rateLimits = registeredRateLimits
 	}
 	if m.clock == nil {
 		m.clock = SystemClock
@@ -295,8 +305,9 @@ type run struct {
 	ctx    context.Context // the caller's
 	pubCtx context.Context // ctx without its cancellation, for the sink
 	call   Call
-	g      *guard.Guard // the upstream's: its breaker
-	lg     *guard.Guard // the account's (g without Call.Account): rate limits, holds, retry budget
+	g      *guard.Guard          // the upstream's: its breaker
+	lg     *guard.Guard          // the account's (g without Call.Account): rate limits, holds, retry budget
+	rl     guard.RateLimitParser // the provider's rate-limit headers; nil for none
 	permit guard.Permit
 	res    guard.Reservation // the capacity the attempt under way took
 
@@ -387,6 +398,7 @@ func (m *Middleware) begin(ctx context.Context, call Call) (*run, error) {
 	r.m, r.ctx, r.pubCtx, r.call = m, ctx, ctx, call
 	r.g = m.guards.get(&call)
 	r.lg = r.g
+	r.rl = m.rateLimits(call.Provider)
 	if call.Account != "" {
 		r.lg = m.guards.set.Get(guard.AccountKey(r.g.Key(), call.Account))
 	}
@@ -503,6 +515,7 @@ func (r *run) done(res breaker.Result, o guard.Outcome) {
 	if r.permitHeld {
 		r.permitHeld = false
 		r.g.Done(r.permit, res)
+		o.RateLimits = r.rl
 		r.lg.Settle(&r.res, o)
 	}
 }

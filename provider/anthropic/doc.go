@@ -16,4 +16,8 @@
 // caller's cancellation) to the middleware, which classifies transport
 // errors itself. An account out of credit or over a spend limit is never
 // retried, whatever the status says.
+//
+// Importing the package makes every ledger middleware classify the
+// SDK's errors by default (without WithClassifiers): the provider
+// registers itself, once, when the package is initialised.
 package anthropic

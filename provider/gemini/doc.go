@@ -15,4 +15,8 @@
 // error object inside a stream; the retry hint comes from its RetryInfo
 // detail) and leaves transport errors, the attempt's timeout and the
 // caller's cancellation to the middleware.
+//
+// Importing the package makes every ledger middleware classify the
+// SDK's errors by default (without WithClassifiers): the provider
+// registers itself, once, when the package is initialised.
 package gemini

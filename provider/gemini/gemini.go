@@ -8,12 +8,7 @@ import (
 	"github.com/agentledger/ledger"
 	"github.com/agentledger/ledger/internal/bridge"
 	impl "github.com/agentledger/ledger/internal/provider/gemini"
-	"github.com/agentledger/ledger/internal/retry"
 )
-
-// Importing the package makes every ledger middleware classify the
-// SDK's errors by default (without WithClassifiers).
-func init() { retry.RegisterClassifier(Name, impl.Classifier) }
 
 // Name is the provider of the calls made with this SDK, for ledger.Call.
 const Name = "gemini"

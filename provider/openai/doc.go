@@ -21,4 +21,8 @@
 // Classify recognises a *openai.Error (an HTTP error response) and an
 // error object inside a stream; it leaves transport errors, the attempt's
 // timeout and the caller's cancellation to the middleware.
+//
+// Importing the package makes every ledger middleware classify the
+// SDK's errors by default (without WithClassifiers): the provider
+// registers itself, once, when the package is initialised.
 package openai

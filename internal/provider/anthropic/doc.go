@@ -33,4 +33,16 @@
 // Classify returns ok false for all but the first two, so that the
 // middleware's chain falls through to retry.ClassifyTransport, which
 // recognises every one of them.
+//
+// provider.go is the provider the gateway and the guards ask
+// (provider.Provider), registered as "anthropic" when the package is
+// initialised (with its classifier and rate-limit headers: the one
+// registration): the accounted path POST /v1/messages, what its clients
+// alone send (anthropic-version, x-api-key, /v1/messages/...), the
+// credential headers (x-api-key, Authorization), the stream accountant
+// (message_start carries the input and cache, message_delta the
+// cumulative output, message_stop ends the stream; a broken stream cannot
+// tell the output generated after its last usage report), the error body
+// ({"type":"error","error":{"type","message"}}) and the
+// anthropic-ratelimit-{requests,input-tokens,output-tokens}-* headers.
 package anthropic

@@ -43,4 +43,17 @@
 // Classify returns ok false for all but the first two, so that the
 // middleware's chain falls through to retry.ClassifyTransport, which
 // recognises every one of them through errors.Is and errors.As.
+//
+// provider.go is the provider the gateway and the guards ask
+// (provider.Provider), registered as "gemini" when the package is
+// initialised (with its classifier: the one registration): the accounted
+// paths POST /{v1beta,v1,v1alpha}/models/{model}:generateContent and
+// :streamGenerateContent (the model and the stream flag are the path's),
+// what its clients alone send (those versions' paths, /upload/,
+// /download/, x-goog-api-key, the key parameter), the credential in
+// x-goog-api-key or ?key=, the stream accountant (usageMetadata is a
+// running total in every chunk, so a broken stream leaves nothing out; a
+// chunk with a finishReason ends it), the error body ({"error":{"code",
+// "message","status"}}). The API sends no rate-limit headers: RateLimits
+// is the zero Observed.
 package gemini

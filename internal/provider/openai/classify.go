@@ -177,7 +177,13 @@ func RequestID(h http.Header) string {
 	if h == nil {
 		return ""
 	}
-	id := strings.TrimSpace(h.Get(RequestIDHeader))
+	return requestIDOf(h.Get(RequestIDHeader))
+}
+
+// requestIDOf is a request ID header's value as the contract takes it:
+// "" when it does not fit.
+func requestIDOf(v string) string {
+	id := strings.TrimSpace(v)
 	if len(id) > events.MaxProviderReqID || !utf8.ValidString(id) {
 		return ""
 	}

@@ -46,4 +46,21 @@
 // Classify returns ok false for all but the first two, so that the
 // middleware's chain falls through to retry.ClassifyTransport, which
 // recognises every one of them.
+//
+// provider.go is the provider the gateway and the guards ask
+// (provider.Provider): Default, OpenAI's own API, registered as "openai"
+// when the package is initialised (with its classifier and rate-limit
+// headers: the one registration), and New, the same dialect under
+// another name, origin and rate-limit headers, for the OpenAI-compatible
+// upstreams. The dialect is: the accounted paths POST
+// /v1/chat/completions, /v1/responses and /v1/embeddings; the credential
+// in Authorization as a bearer token; a chat stream made to report its
+// usage (stream_options.include_usage added when the client did not ask,
+// and its usage chunk then not forwarded); the stream accountants (a
+// chat stream's usage in its last chunk, the content chunks counted
+// before it, so a broken one cannot tell its input; response.completed
+// of the Responses API); the error body ({"error":{"message","type",
+// "param","code"}}); and the x-ratelimit-{limit,remaining,reset}-
+// {requests,tokens} headers. At the gateway's root OpenAI is the
+// fallback of the requests no provider recognises.
 package openai
