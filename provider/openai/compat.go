@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentledger/ledger"
 	impl "github.com/agentledger/ledger/internal/provider/openai"
-	"github.com/agentledger/ledger/internal/retry"
 )
 
 // Upstream is an OpenAI-compatible API (Mistral, Groq, DeepSeek,
@@ -45,8 +44,9 @@ func WithPreset(preset string) CompatOption {
 // (Presets), at its API's base URL unless WithBaseURL, or any name with
 // WithBaseURL (and OpenAI's rules, or a preset's with WithPreset).
 //
-// It registers the upstream's classifier: every ledger middleware then
-// accepts calls with Provider name, without WithClassifiers. The error
+// It registers the upstream's classifier and rate-limit headers: every
+// ledger middleware then accepts calls with Provider name, without
+// WithClassifiers, and its guards learn the API's limits. The error
 // names the option and the rule.
 func Compatible(name string, opts ...CompatOption) (Upstream, error) {
 	var o compatOptions
@@ -75,7 +75,6 @@ func Compatible(name string, opts ...CompatOption) (Upstream, error) {
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return Upstream{}, fmt.Errorf("openai.Compatible: WithBaseURL: %q must be an absolute http(s) URL", base)
 	}
-	retry.RegisterClassifier(name, impl.Classifier)
 	return Upstream{name: name, baseURL: strings.TrimRight(base, "/") + "/"}, nil
 }
 

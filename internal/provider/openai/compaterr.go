@@ -126,7 +126,9 @@ func classifyCompat(p *Preset, status int, header http.Header, e apiError, now t
 		c.Hint, c.HasHint = p.resetHint(header, e.Limits, now)
 	}
 	c.Message = message(statusPrefix(status), codeOrType(e.Code, e.Type), e.Message)
-	c.ProviderRequestID = RequestID(header)
+	if header != nil {
+		c.ProviderRequestID = requestIDOf(header.Get(p.requestIDHeader()))
+	}
 	return c
 }
 
@@ -155,7 +157,7 @@ func (p *Preset) rule(status int, e apiError) *ErrorRule {
 // inBody; ok is false when no exhausted limit says when it resets.
 func (p *Preset) resetHint(header, inBody http.Header, now time.Time) (d time.Duration, ok bool) {
 	for _, h := range []http.Header{header, inBody} {
-		o := p.observe(h, now)
+		o := p.RateLimits(h, now)
 		for dim := range guard.NumDims {
 			if o.HasRemaining[dim] && o.Remaining[dim] == 0 && o.Reset[dim].After(now) {
 				if r := o.Reset[dim].Sub(now); !ok || r > d {
@@ -170,14 +172,14 @@ func (p *Preset) resetHint(header, inBody http.Header, now time.Time) (d time.Du
 	return 0, false
 }
 
-// observe reads p's rate-limit headers; values that do not parse are
+// RateLimits reads p's rate-limit headers; values that do not parse are
 // ignored one by one.
-func (p *Preset) observe(h http.Header, now time.Time) guard.Observed {
+func (p *Preset) RateLimits(h http.Header, now time.Time) guard.Observed {
 	var o guard.Observed
 	if len(h) == 0 {
 		return o
 	}
-	for _, n := range p.RateLimits {
+	for _, n := range p.Limits {
 		if v, ok := headerCount(h.Get(n.Limit)); ok && v > 0 && n.LimitPerMinute && n.Limit != "" {
 			o.Limit[n.Dim] = v
 		}
@@ -286,7 +288,9 @@ func compatOf(oe *sdk.Error) *Preset {
 // body already in OpenAI's shape (CompatClientOptions).
 func classifyCompatAPIError(p *Preset, oe *sdk.Error, now time.Time) retry.Classification {
 	e := apiError{Message: oe.Message, Type: oe.Type, Code: oe.Code}
-	if f, ok := oe.JSON.ExtraFields["metadata"]; ok {
+	if e.Message == "" && e.Type == "" && e.Code == "" {
+		e = errorOfBody(oe.Response)
+	} else if f, ok := oe.JSON.ExtraFields["metadata"]; ok {
 		var m errorFields
 		if json.Unmarshal([]byte(`{"metadata":`+f.Raw()+`}`), &m) == nil {
 			e.Limits = m.apiError().Limits
@@ -297,6 +301,21 @@ func classifyCompatAPIError(p *Preset, oe *sdk.Error, now time.Time) retry.Class
 		header = oe.Response.Header
 	}
 	return classifyCompat(p, oe.StatusCode, header, e, now)
+}
+
+// errorOfBody reads the error body the SDK kept in resp (a client
+// without CompatClientOptions, whose error body was not in OpenAI's
+// shape), and gives it back.
+func errorOfBody(resp *http.Response) apiError {
+	if resp == nil || resp.Body == nil {
+		return apiError{}
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), resp.Body))
+	if err != nil {
+		return apiError{}
+	}
+	return parseErrorBody(body)
 }
 
 // asAPIError reports whether err's chain holds a *openai.Error, set in
@@ -367,14 +386,19 @@ func normalizeErrorBody(resp *http.Response) {
 
 // RegisterClient makes the rules of preset ("" for none: OpenAI's) those
 // of the errors of the SDK clients of provider name, built with
-// CompatClientOptions(name), for the Go adapter's callers that call an
-// API directly. The error names the field and the rule.
+// CompatClientOptions(name), and registers its classifier and rate-limit
+// headers for the retry middleware (retry.RegisterClassifier,
+// retry.RegisterRateLimits): the Go adapter's callers call the API
+// directly, not through a gateway. The error names the field and the
+// rule.
 func RegisterClient(name, preset string) error {
 	p, err := presetFor(name, preset)
 	if err != nil {
 		return err
 	}
 	registerCompat(name, &p)
+	retry.RegisterClassifier(name, Classifier)
+	retry.RegisterRateLimits(name, &p)
 	return nil
 }
 

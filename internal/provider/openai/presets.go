@@ -24,6 +24,9 @@ type Preset struct {
 	// Endpoints are the accounted endpoints the API serves: "chat",
 	// "embeddings", "responses".
 	Endpoints []string
+	// RequestIDHeader is the response header that names the request;
+	// "" for OpenAI's x-request-id.
+	RequestIDHeader string
 	// Local: the API serves on the operator's own machine and needs no
 	// credential (Ollama, vLLM); a gateway mounts it only when named.
 	Local bool
@@ -31,9 +34,9 @@ type Preset struct {
 	// without stream_options, which the API refuses (Mistral answers 422
 	// "Extra inputs are not permitted"): the gateway does not add it.
 	UsageUnasked bool
-	// RateLimits are the rate-limit headers the API sends; none for an
+	// Limits are the rate-limit headers the API sends; none for an
 	// API that sends none.
-	RateLimits []LimitHeaders
+	Limits []LimitHeaders
 	// Rules are the errors classified otherwise than OpenAI's rules do,
 	// the first match winning.
 	Rules []ErrorRule
@@ -91,13 +94,15 @@ var presets = []Preset{
 		// names (mistralai/client-ts#169):
 		// x-ratelimit-{limit,remaining}-{req,tokens}-minute; the older
 		// x-ratelimitbysize-*-minute are tokens per minute too.
-		// It refuses stream_options (openai/openai-agents-python#442) and
+		// Its responses pass through Kong, which names the request in
+		// X-Kong-Request-Id (and in the body of its own 401s). It refuses stream_options (openai/openai-agents-python#442) and
 		// sends the usage in a stream's last chunk unasked.
 		Name: "mistral", Origin: "https://api.mistral.ai",
-		Doc:          "https://docs.mistral.ai/api/ (errors), https://docs.mistral.ai/deployment/ai-studio/tier/ (rate limits)",
-		Endpoints:    []string{"chat", "embeddings"},
-		UsageUnasked: true,
-		RateLimits: []LimitHeaders{
+		Doc:             "https://docs.mistral.ai/api/ (errors), https://docs.mistral.ai/deployment/ai-studio/tier/ (rate limits)",
+		Endpoints:       []string{"chat", "embeddings"},
+		UsageUnasked:    true,
+		RequestIDHeader: "X-Kong-Request-Id",
+		Limits: []LimitHeaders{
 			{Dim: guard.Requests, Limit: "X-Ratelimit-Limit-Req-Minute", Remaining: "X-Ratelimit-Remaining-Req-Minute", LimitPerMinute: true},
 			{Dim: guard.Tokens, Limit: "X-Ratelimit-Limit-Tokens-Minute", Remaining: "X-Ratelimit-Remaining-Tokens-Minute", LimitPerMinute: true},
 			{Dim: guard.Tokens, Limit: "X-Ratelimitbysize-Limit-Minute", Remaining: "X-Ratelimitbysize-Remaining-Minute", LimitPerMinute: true},
@@ -115,7 +120,7 @@ var presets = []Preset{
 		Name: "groq", Origin: "https://api.groq.com/openai",
 		Doc:       "https://console.groq.com/docs/rate-limits, https://console.groq.com/docs/errors",
 		Endpoints: []string{"chat", "responses"},
-		RateLimits: []LimitHeaders{
+		Limits: []LimitHeaders{
 			{Dim: guard.Requests, Remaining: "X-Ratelimit-Remaining-Requests", Reset: "X-Ratelimit-Reset-Requests"},
 			{Dim: guard.Tokens, Limit: "X-Ratelimit-Limit-Tokens", Remaining: "X-Ratelimit-Remaining-Tokens", Reset: "X-Ratelimit-Reset-Tokens", LimitPerMinute: true},
 		},
@@ -144,7 +149,7 @@ var presets = []Preset{
 		Name: "together", Origin: "https://api.together.xyz",
 		Doc:       "https://docs.together.ai/docs/error-codes, https://docs.together.ai/docs/rate-limits",
 		Endpoints: []string{"chat", "embeddings"},
-		RateLimits: []LimitHeaders{
+		Limits: []LimitHeaders{
 			{Dim: guard.Requests, Remaining: "X-Ratelimit-Remaining", Reset: "X-Ratelimit-Reset"},
 			{Dim: guard.Tokens, Remaining: "X-Tokenlimit-Remaining"},
 		},
@@ -164,7 +169,7 @@ var presets = []Preset{
 		Name: "openrouter", Origin: "https://openrouter.ai/api",
 		Doc:       "https://openrouter.ai/docs/api-reference/errors",
 		Endpoints: []string{"chat", "embeddings", "responses"},
-		RateLimits: []LimitHeaders{
+		Limits: []LimitHeaders{
 			{Dim: guard.Requests, Remaining: "X-Ratelimit-Remaining", Reset: "X-Ratelimit-Reset", ResetFormat: ResetUnixMillis},
 		},
 		Rules: []ErrorRule{
@@ -199,6 +204,14 @@ var presets = []Preset{
 			{Status: http.StatusServiceUnavailable, Kind: events.KindOverloaded, Retryable: true, Why: "server busy: too many requests queued (OLLAMA_MAX_QUEUE)"},
 		},
 	},
+}
+
+// requestIDHeader is the header that names a request of the API.
+func (p *Preset) requestIDHeader() string {
+	if p.RequestIDHeader == "" {
+		return RequestIDHeader
+	}
+	return p.RequestIDHeader
 }
 
 // LookupPreset returns the preset named name.

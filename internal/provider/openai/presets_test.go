@@ -31,16 +31,16 @@ type presetCase struct {
 // documentation.
 var presetErrors = map[string][]presetCase{
 	"mistral": {
-		{"429 rate limited at the top level", reply(429, `{"object":"error","message":"Rate limit exceeded","type":"rate_limited","param":null,"code":"1300"}`, "Retry-After", "2"),
-			providertest.Want{Kind: events.KindRateLimit, Status: 429, Retryable: true, Hint: 2 * time.Second, HasHint: true, ProviderRequestID: "req_1", MessageContains: "429 Too Many Requests: 1300: Rate limit exceeded"}},
-		{"429 capacity exceeded is an overload", reply(429, `{"object":"error","message":"Service tier capacity exceeded for this model.","type":"service_tier_capacity_exceeded","param":null,"code":"3505"}`),
-			providertest.Want{Kind: events.KindOverloaded, Status: 429, Retryable: true, ProviderRequestID: "req_1", MessageContains: "3505: Service tier capacity exceeded"}},
-		{"422 with the validation detail as the message", reply(422, `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","stream_options"],"msg":"Extra inputs are not permitted"}]},"type":"invalid_request_error","param":null,"code":null}`),
-			providertest.Want{Kind: events.KindClient, Status: 422, ProviderRequestID: "req_1", MessageContains: "invalid_request_error: {\"detail\":[{\"type\":\"extra_forbidden\""}},
-		{"429 with a message alone", reply(429, `{"message":"Requests rate limit exceeded"}`),
-			providertest.Want{Kind: events.KindRateLimit, Status: 429, Retryable: true, ProviderRequestID: "req_1", MessageContains: "429 Too Many Requests: Requests rate limit exceeded"}},
-		{"429 hint from the requests remaining", reply(429, `{"message":"Requests rate limit exceeded"}`, "X-Ratelimit-Remaining-Req-Minute", "0"),
-			providertest.Want{Kind: events.KindRateLimit, Status: 429, Retryable: true, ProviderRequestID: "req_1"}},
+		{"429 rate limited at the top level", mistralReply(429, `{"object":"error","message":"Rate limit exceeded","type":"rate_limited","param":null,"code":"1300"}`, "Retry-After", "2"),
+			providertest.Want{Kind: events.KindRateLimit, Status: 429, Retryable: true, Hint: 2 * time.Second, HasHint: true, ProviderRequestID: "kong_1", MessageContains: "429 Too Many Requests: 1300: Rate limit exceeded"}},
+		{"429 capacity exceeded is an overload", mistralReply(429, `{"object":"error","message":"Service tier capacity exceeded for this model.","type":"service_tier_capacity_exceeded","param":null,"code":"3505"}`),
+			providertest.Want{Kind: events.KindOverloaded, Status: 429, Retryable: true, ProviderRequestID: "kong_1", MessageContains: "3505: Service tier capacity exceeded"}},
+		{"422 with the validation detail as the message", mistralReply(422, `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","stream_options"],"msg":"Extra inputs are not permitted"}]},"type":"invalid_request_error","param":null,"code":null}`),
+			providertest.Want{Kind: events.KindClient, Status: 422, ProviderRequestID: "kong_1", MessageContains: "invalid_request_error: {\"detail\":[{\"type\":\"extra_forbidden\""}},
+		{"429 with a message alone", mistralReply(429, `{"message":"Requests rate limit exceeded"}`),
+			providertest.Want{Kind: events.KindRateLimit, Status: 429, Retryable: true, ProviderRequestID: "kong_1", MessageContains: "429 Too Many Requests: Requests rate limit exceeded"}},
+		{"429 hint from the requests remaining", mistralReply(429, `{"message":"Requests rate limit exceeded"}`, "X-Ratelimit-Remaining-Req-Minute", "0"),
+			providertest.Want{Kind: events.KindRateLimit, Status: 429, Retryable: true, ProviderRequestID: "kong_1"}},
 	},
 	"groq": {
 		{"498 flex capacity exceeded", reply(498, errorBody("capacity_exceeded", "capacity_exceeded", "Flex tier capacity exceeded")),
@@ -103,6 +103,12 @@ var (
 	resetAt     = time.Date(2026, 12, 4, 19, 0, 0, 0, time.UTC)
 	resetMillis = strconv.FormatInt(resetAt.Add(4*time.Second).UnixMilli(), 10)
 )
+
+// mistralReply is a reply of Mistral's, which names the request in
+// X-Kong-Request-Id.
+func mistralReply(status int, body string, kv ...string) providertest.Reply {
+	return reply(status, body, append(kv, "X-Kong-Request-Id", "kong_1")...)
+}
 
 // reply is a JSON error reply with request ID req_1 and the extra headers
 // given as name, value pairs.
@@ -205,7 +211,7 @@ func TestPresetRateLimits(t *testing.T) {
 			for k, v := range tt.header {
 				h.Set(k, v)
 			}
-			assert.Equal(t, tt.want, p.observe(h, now))
+			assert.Equal(t, tt.want, p.RateLimits(h, now))
 		})
 	}
 }
