@@ -23,6 +23,7 @@ import (
 	"github.com/agentledger/ledger/internal/logflag"
 	"github.com/agentledger/ledger/internal/monitor"
 	"github.com/agentledger/ledger/internal/netlimit"
+	"github.com/agentledger/ledger/internal/provider"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -93,6 +94,10 @@ type flags struct {
 	// Server limits (serverlimits.go): connections, calls per client,
 	// bodies in flight, timeouts, metrics.
 	limits limitFlags
+	// OpenAI-compatible upstreams (upstreams.go), and the providers
+	// validate made of them.
+	compat    upstreamFlags
+	compatAPI []provider.Provider
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -135,6 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.Int64Var(&f.outboxBytes, "outbox-max-bytes", emit.DefaultOutboxMaxBytes, "with --outbox: most bytes of unacknowledged events kept")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long calls in flight may finish after SIGINT/SIGTERM before they are cut")
 	f.limits.register(fs)
+	f.compat.register(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -155,6 +161,10 @@ func (f *flags) validate() error {
 		if _, err := gateway.ParseOrigin(*u); err != nil {
 			return cli.Usagef("--%s-url: %v", p, err)
 		}
+	}
+	var err error
+	if f.compatAPI, err = f.compat.parse(); err != nil {
+		return err
 	}
 	if err := f.policy.Validate(); err != nil {
 		return cli.Usagef("--max-retries / --retry-base-delay / --retry-max-delay / --hint-cap: %v", err)

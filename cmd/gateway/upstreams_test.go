@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/internal/cli"
+	"github.com/agentledger/ledger/internal/provider/openai"
+)
+
+// TestUpstreamFlags: each spec's form gives the provider it names, at the
+// origin it says or the preset's; nothing is mounted that is not named.
+func TestUpstreamFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "upstreams")
+	require.NoError(t, os.WriteFile(file, []byte("# the lab's servers\n\n  lab=vllm,http://10.0.0.5:8000  # GPU box\ngroq\n"), 0o600))
+	u := upstreamFlags{specs: []string{"mistral", "corp=openai-compatible,https://llm.corp.example/api/", "local=ollama"}, file: file}
+	ps, err := u.parse()
+	require.NoError(t, err)
+	want := []struct{ name, preset, origin string }{
+		{"mistral", "mistral", "https://api.mistral.ai"},
+		{"corp", "corp", "https://llm.corp.example/api"},
+		{"local", "ollama", "http://localhost:11434"},
+		{"lab", "vllm", "http://10.0.0.5:8000"},
+		{"groq", "groq", "https://api.groq.com/openai"},
+	}
+	require.Len(t, ps, len(want))
+	for i, w := range want {
+		assert.Equal(t, w.name, ps[i].Name())
+		assert.Equal(t, w.origin, ps[i].Upstream().Origin, w.name)
+		p, ok := openai.PresetOf(ps[i])
+		require.True(t, ok)
+		assert.Equal(t, w.preset, p.Name, w.name)
+	}
+
+	none, err := (&upstreamFlags{}).parse()
+	require.NoError(t, err)
+	assert.Empty(t, none, "no preset is mounted unless named")
+}
+
+func TestUpstreamFlagsRefused(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad")
+	require.NoError(t, os.WriteFile(bad, []byte("mistral\n# fine\nlocal=ollama,http://localhost:11434/v1\n"), 0o600))
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--upstream", "mistrall"}, `--upstream "mistrall": "mistrall" is not a preset (mistral, groq`},
+		{[]string{"--upstream", "corp=openai-compatible"}, `--upstream "corp=openai-compatible": openai-compatible needs its URL`},
+		{[]string{"--upstream", "corp=openai-compatible,https://llm.corp/v1"}, `origin: "https://llm.corp/v1" must not end in /v1`},
+		{[]string{"--upstream", "corp=llamacpp,http://x"}, `kind "llamacpp" is neither openai-compatible nor a preset`},
+		{[]string{"--upstream", "Corp=mistral"}, `--upstream "Corp=mistral": name: "Corp" must be 1 to 32 characters`},
+		{[]string{"--upstream", "openai=openai-compatible,http://localhost:9"}, `name "openai" is a built-in provider's`},
+		{[]string{"--upstream", "mistral", "--upstream", "mistral=mistral"}, `--upstream "mistral=mistral": name "mistral" is already the upstream of --upstream "mistral"`},
+		{[]string{"--upstream", "corp=", "--upstream", "x"}, "names no kind"},
+		{[]string{"--upstream", "mistral,https://api.mistral.ai"}, "has a URL but no NAME="},
+		{[]string{"--upstream", ""}, "empty: want NAME=openai-compatible,URL"},
+		{[]string{"--upstreams", filepath.Join(dir, "missing")}, "--upstreams: open"},
+		{[]string{"--upstreams", bad}, "--upstreams " + bad + ":3: origin: \"http://localhost:11434/v1\" must not end in /v1"},
+		{[]string{"--upstream", "ftp=openai-compatible,ftp://x"}, "must start with http:// or https://"},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		code := command(context.Background(), tt.args, &out, &errb)
+		assert.Equal(t, cli.ExitUsage, code, "%v", tt.args)
+		assert.Contains(t, errb.String(), tt.want, "%v", tt.args)
+	}
+}
