@@ -66,9 +66,16 @@ func TestUpstreamFlagsRefused(t *testing.T) {
 		{[]string{"--upstream", "ftp=openai-compatible,ftp://x"}, "must start with http:// or https://"},
 	}
 	for _, tt := range tests {
-		var out, errb bytes.Buffer
-		code := command(context.Background(), tt.args, &out, &errb)
-		assert.Equal(t, cli.ExitUsage, code, "%v", tt.args)
-		assert.Contains(t, errb.String(), tt.want, "%v", tt.args)
+		assertRefused(t, tt.args, tt.want)
 	}
+}
+
+// assertRefused runs the command with args and checks it fails as a usage
+// error whose message says want.
+func assertRefused(t *testing.T, args []string, want string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := command(context.Background(), args, &out, &errb)
+	assert.Equal(t, cli.ExitUsage, code, "%v", args)
+	assert.Contains(t, errb.String(), want, "%v", args)
 }
