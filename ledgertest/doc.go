@@ -6,10 +6,10 @@
 // fail the test when the record is absent (Ledger.Request,
 // Ledger.Session) or report it (Ledger.LookupRequest,
 // Ledger.LookupSession: a record, and whether there is one), and fake
-// upstreams for Anthropic, OpenAI and Gemini that answer the official
-// SDKs with a script of steps (FakeAnthropic, FakeOpenAI, FakeGemini):
-// success, rate limit, overload, server error, bad request, or a failure
-// after the provider billed the input.
+// upstreams that answer the official SDKs with a script of steps
+// (FakeUpstream for any built-in provider by name; FakeAnthropic,
+// FakeOpenAI, FakeGemini): success, rate limit, overload, server error,
+// bad request, or a failure after the provider billed the input.
 //
 // Everything it starts is stopped with t.Cleanup, and each server listens
 // on a random loopback port with its store in the test's temp dir, so

@@ -1,11 +1,14 @@
 package ledgertest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentledger/ledger"
 	"github.com/agentledger/ledger/internal/events"
+	_ "github.com/agentledger/ledger/internal/provider/builtin" // the providers the fakes speak
+	"github.com/agentledger/ledger/internal/provider/fakekit"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
 
@@ -23,7 +26,8 @@ func RateLimited(retryAfter time.Duration) Step {
 	return Step{fakeprovider.Step{Fault: fakeprovider.FaultRateLimit, RetryAfter: retryAfter}}
 }
 
-// Overloaded answers 529 (Anthropic) or 503 (OpenAI, Gemini).
+// Overloaded answers the provider's overload: 529 (Anthropic) or 503
+// (OpenAI, Gemini).
 func Overloaded() Step { return Step{fakeprovider.Step{Fault: fakeprovider.FaultOverload}} }
 
 // ServerError answers 500.
@@ -58,37 +62,22 @@ type Upstream struct {
 	provider string
 }
 
-// FakeAnthropic starts a fake Anthropic Messages API that answers with
-// steps; point the client at it with option.WithBaseURL(u.URL()) and any
-// API key.
-func FakeAnthropic(t testing.TB, steps ...Step) *Upstream {
+// FakeUpstream starts a fake of the API of the provider named provider
+// (any built-in provider with a fake dialect: "anthropic", "openai",
+// "gemini") that answers with steps; point the provider's SDK client at
+// it with u.URL() as its base URL and any API key. An unknown provider
+// fails the test.
+func FakeUpstream(t testing.TB, provider string, steps ...Step) *Upstream {
 	t.Helper()
-	return start(t, fakeprovider.Anthropic, steps)
-}
-
-// FakeOpenAI starts a fake OpenAI Chat Completions API (without
-// streaming) that answers with steps; point the client at it with
-// option.WithBaseURL(u.URL()) and any API key.
-func FakeOpenAI(t testing.TB, steps ...Step) *Upstream {
-	t.Helper()
-	return start(t, fakeprovider.OpenAI, steps)
-}
-
-// FakeGemini starts a fake Gemini generateContent API (API version
-// v1beta) that answers with steps; point the client at it with
-// genai.HTTPOptions{BaseURL: u.URL()} and any API key.
-func FakeGemini(t testing.TB, steps ...Step) *Upstream {
-	t.Helper()
-	return start(t, fakeprovider.Gemini, steps)
-}
-
-func start(t testing.TB, provider string, steps []Step) *Upstream {
-	t.Helper()
+	d, ok := fakeprovider.Dialect(provider)
+	if !ok {
+		t.Fatalf("ledgertest: no fake upstream for provider %q; there are: %s", provider, strings.Join(fakeprovider.Providers(), ", "))
+	}
 	script := make([]fakeprovider.Step, len(steps))
 	for i, s := range steps {
 		script[i] = s.s
 	}
-	srv, err := fakeprovider.New(fakeprovider.Options{Script: script})
+	srv, err := fakeprovider.New(fakeprovider.Options{Script: script, Dialects: []*fakekit.Dialect{d}})
 	if err != nil {
 		t.Fatalf("ledgertest: %v", err)
 	}
@@ -99,6 +88,32 @@ func start(t testing.TB, provider string, steps []Step) *Upstream {
 		}
 	})
 	return &Upstream{srv: srv, provider: provider}
+}
+
+// FakeAnthropic starts a fake Anthropic Messages API that answers with
+// steps; point the client at it with option.WithBaseURL(u.URL()) and any
+// API key. It is FakeUpstream(t, "anthropic", steps...).
+func FakeAnthropic(t testing.TB, steps ...Step) *Upstream {
+	t.Helper()
+	return FakeUpstream(t, "anthropic", steps...)
+}
+
+// FakeOpenAI starts a fake OpenAI Chat Completions API (without
+// streaming) that answers with steps; point the client at it with
+// option.WithBaseURL(u.URL()) and any API key. It is FakeUpstream(t,
+// "openai", steps...).
+func FakeOpenAI(t testing.TB, steps ...Step) *Upstream {
+	t.Helper()
+	return FakeUpstream(t, "openai", steps...)
+}
+
+// FakeGemini starts a fake Gemini generateContent API (API version
+// v1beta) that answers with steps; point the client at it with
+// genai.HTTPOptions{BaseURL: u.URL()} and any API key. It is
+// FakeUpstream(t, "gemini", steps...).
+func FakeGemini(t testing.TB, steps ...Step) *Upstream {
+	t.Helper()
+	return FakeUpstream(t, "gemini", steps...)
 }
 
 // URL is the base URL to give the provider's SDK client.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/embedded"
 	"github.com/agentledger/ledger/internal/names"
+	_ "github.com/agentledger/ledger/internal/provider/builtin" // the providers the fake provider speaks
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -256,11 +257,15 @@ type gatewayChild struct {
 	stderr *bytes.Buffer
 }
 
-// startGateway starts the built gateway in front of the fake provider and
-// waits until it listens.
+// startGateway starts the built gateway in front of the fake provider, the
+// origin of every provider it speaks (--NAME-url), and waits until it
+// listens.
 func startGateway(ctx context.Context, bin, natsURL, upstream string, extra ...string) (*gatewayChild, error) {
-	args := append([]string{"run", "--nats-url", natsURL, "--listen", "127.0.0.1:0", "--forward-ledger-headers", "--log-level", "warn",
-		"--anthropic-url", upstream, "--openai-url", upstream, "--gemini-url", upstream}, extra...)
+	args := []string{"run", "--nats-url", natsURL, "--listen", "127.0.0.1:0", "--forward-ledger-headers", "--log-level", "warn"}
+	for _, d := range fakeprovider.Dialects() {
+		args = append(args, "--"+d.Provider+"-url", upstream)
+	}
+	args = append(args, extra...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/guard"
+	_ "github.com/agentledger/ledger/internal/provider/builtin" // the providers the fleet calls
+	"github.com/agentledger/ledger/internal/provider/fakekit"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
@@ -55,16 +57,29 @@ const DefaultRunID = "sim"
 // above fakeprovider.MaxOutputTokens, so no answer is cut short.
 const MaxTokens = 2048
 
-// Models are the model names the fleet asks each provider for.
-var models = map[string]string{
-	fakeprovider.Anthropic: "claude-sonnet-4-5",
-	fakeprovider.OpenAI:    "gpt-4.1-mini",
-	fakeprovider.Gemini:    "gemini-2.5-flash",
+// dialects are the providers the fleet can call: the built-in
+// providers' dialects that have an SDK client for the simulator
+// (fakekit.Dialect.Sim), in the simulator's order.
+func dialects() []*fakekit.Dialect { return fakeprovider.Simulated(fakeprovider.Dialects()) }
+
+// dialectOf returns the dialect of provider among ds.
+func dialectOf(ds []*fakekit.Dialect, provider string) (*fakekit.Dialect, bool) {
+	for _, d := range ds {
+		if d.Provider == provider {
+			return d, true
+		}
+	}
+	return nil, false
 }
 
-// Model returns the model the fleet uses with provider, or "" for a
-// provider it does not know.
-func Model(provider string) string { return models[provider] }
+// Model returns the model the fleet uses with provider (its dialect's
+// Sim.Model), or "" for a provider it cannot call.
+func Model(provider string) string {
+	if d, ok := dialectOf(dialects(), provider); ok {
+		return d.Sim.Model
+	}
+	return ""
+}
 
 // Config describes one simulation run. Sink is required; the zero value of
 // every other field selects its default.
@@ -87,7 +102,8 @@ type Config struct {
 	// events.IDRule.
 	RunID string
 	// Providers are the providers sessions are assigned to, round robin:
-	// session i uses Providers[i % len(Providers)]. Default all three
+	// session i uses Providers[i % len(Providers)]. Default every
+	// built-in provider the simulator can call, in its order
 	// (fakeprovider.Providers()).
 	Providers []string
 	// Mix is the fault mix of the fake provider. The zero value injects no
@@ -197,6 +213,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := events.ValidateID("RunID", requestID(c.RunID, MaxSessions-1, MaxCallsPerSession-1)); err != nil {
 		return c, &ConfigError{Field: "RunID", Rule: fmt.Sprintf("%q does not make valid IDs", c.RunID), Err: err}
+	}
+	if len(c.Providers) == 0 {
+		return c, &ConfigError{Field: "Providers", Rule: "is empty and no provider the simulator can call is linked"}
 	}
 	for i, p := range c.Providers {
 		if Model(p) == "" {

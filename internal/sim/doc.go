@@ -4,7 +4,10 @@
 // the session's provider, SDK retries off, against the fake provider of
 // package fakeprovider, and every attempt becomes one event handed to a
 // retry.Sink (emit's JetStream publisher in cmd/publisher, a
-// retry.MemorySink in tests).
+// retry.MemorySink in tests). The providers, their models and their SDK
+// clients are those of the built-in providers' fake dialects
+// (fakekit.Dialect.Sim, in each provider's folder): the simulator names
+// none.
 //
 // The result of a run is the fake provider's ground truth (what it billed,
 // per session and in total, and the usage of each logical call) next to the

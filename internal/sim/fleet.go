@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/breaker"
+	"github.com/agentledger/ledger/internal/provider/fakekit"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
@@ -34,9 +35,10 @@ type Result struct {
 // Fleet is a simulated fleet of agents. Create it with New and run it once
 // with Run; Progress may be called from any goroutine meanwhile.
 type Fleet struct {
-	cfg    Config
-	logger *slog.Logger
-	ran    atomic.Bool
+	cfg      Config
+	dialects []*fakekit.Dialect // the providers the fleet can call
+	logger   *slog.Logger
+	ran      atomic.Bool
 
 	callsDone      atomic.Int64
 	callsSucceeded atomic.Int64
@@ -56,7 +58,7 @@ func New(cfg Config) (*Fleet, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Fleet{cfg: cfg, logger: logger, sink: newCountingSink(cfg.Sink)}, nil
+	return &Fleet{cfg: cfg, dialects: dialects(), logger: logger, sink: newCountingSink(cfg.Sink)}, nil
 }
 
 // Config returns the fleet's configuration, defaults applied.
@@ -89,11 +91,12 @@ func (f *Fleet) Run(ctx context.Context) (*Result, error) {
 		return nil, ErrAlreadyRun
 	}
 	begin := time.Now()
+	ds := f.dialects
 	root := f.cfg.ProviderURL
 	var srv *fakeprovider.Server
 	if root == "" {
 		var err error
-		srv, err = fakeprovider.New(fakeprovider.Options{Seed: f.cfg.Seed, Mix: f.cfg.Mix, Tier: f.cfg.Tier, Outage: f.cfg.Outage})
+		srv, err = fakeprovider.New(fakeprovider.Options{Seed: f.cfg.Seed, Mix: f.cfg.Mix, Tier: f.cfg.Tier, Outage: f.cfg.Outage, Dialects: ds})
 		if err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
@@ -106,7 +109,7 @@ func (f *Fleet) Run(ctx context.Context) (*Result, error) {
 	defer transport.CloseIdleConnections()
 	hc := &http.Client{Transport: transport}
 
-	callers, err := newCallers(ctx, root, hc)
+	callers, classifier, err := newCallers(ctx, ds, root, hc)
 	if err != nil {
 		return nil, err
 	}
@@ -175,18 +178,19 @@ func (f *Fleet) think(ctx context.Context) {
 }
 
 // session runs the calls of session i one after the other.
-func (f *Fleet) session(ctx context.Context, mw *retry.Middleware, callers map[string]caller, i int) {
+func (f *Fleet) session(ctx context.Context, mw *retry.Middleware, callers map[string]fakekit.Caller, i int) {
 	provider := f.cfg.Providers[i%len(f.cfg.Providers)]
 	c := callers[provider]
+	d, _ := dialectOf(f.dialects, provider) // withDefaults checked it
 	sid := sessionID(f.cfg.RunID, i)
 	for j := range f.cfg.CallsPerSession {
 		if ctx.Err() != nil {
 			return
 		}
-		call := retry.Call{SessionID: sid, RequestID: requestID(f.cfg.RunID, i, j), Provider: provider, Model: Model(provider)}
+		call := retry.Call{SessionID: sid, RequestID: requestID(f.cfg.RunID, i, j), Provider: provider, Model: d.Sim.Model}
 		prompt := fmt.Sprintf("Simulated prompt %d of session %s.", j+1, sid)
 		_, err := retry.Do(ctx, mw, call, func(ctx context.Context, a retry.Attempt) (struct{}, retry.Report, error) {
-			rep, err := c.call(ctx, prompt, a)
+			rep, err := c.Call(ctx, prompt, a)
 			return struct{}{}, rep, err
 		})
 		f.callsDone.Add(1)

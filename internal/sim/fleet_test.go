@@ -173,7 +173,7 @@ func TestFleetEventsMatchTheTruth(t *testing.T) {
 
 func TestBilledTimeoutIsRecordedAndRetried(t *testing.T) {
 	t.Parallel()
-	for _, provider := range []string{fakeprovider.Anthropic, fakeprovider.Gemini} {
+	for _, provider := range []string{"anthropic", "gemini"} {
 		t.Run(provider, func(t *testing.T) {
 			t.Parallel()
 			cfg := sim.Config{
@@ -263,6 +263,8 @@ func TestConfigValidation(t *testing.T) {
 	assert.Equal(t, 4, got.Agents)
 	assert.Equal(t, sim.DefaultRunID, got.RunID)
 	assert.Equal(t, fakeprovider.Providers(), got.Providers)
+	assert.Equal(t, []string{"anthropic", "openai", "gemini"}, got.Providers,
+		"the round robin of the simulator before its providers came from the registry: the same seed gives the same truth")
 	assert.Equal(t, sim.Policy(), got.Policy)
 	assert.Equal(t, int64(100), f.CallsTotal())
 }

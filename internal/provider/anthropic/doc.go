@@ -45,4 +45,8 @@
 // tell the output generated after its last usage report), the error body
 // ({"type":"error","error":{"type","message"}}) and the
 // anthropic-ratelimit-{requests,input-tokens,output-tokens}-* headers.
+//
+// fake.go is the API's fake dialect (FakeDialect), which the fake provider
+// of the simulator and ledgertest speaks, and fake_caller.go the SDK
+// client the simulator drives against it.
 package anthropic

@@ -56,4 +56,8 @@
 // chunk with a finishReason ends it), the error body ({"error":{"code",
 // "message","status"}}). The API sends no rate-limit headers: RateLimits
 // is the zero Observed.
+//
+// fake.go is the API's fake dialect (FakeDialect), which the fake provider
+// of the simulator and ledgertest speaks, and fake_caller.go the SDK
+// client the simulator drives against it.
 package gemini

@@ -63,4 +63,11 @@
 // "param","code"}}); and the x-ratelimit-{limit,remaining,reset}-
 // {requests,tokens} headers. At the gateway's root OpenAI is the
 // fallback of the requests no provider recognises.
+//
+// fake*.go are the APIs' fake dialect (FakeDialect: chat completions,
+// responses, embeddings), which the fake provider of the simulator and
+// ledgertest speaks, made for OpenAI (OpenAIFakeDialect) or for an
+// OpenAI-compatible provider with its differences (FakeOptions: prefix,
+// rate-limit headers, error body, limits); fake_caller.go is the SDK
+// client the simulator drives against it.
 package openai

@@ -1,11 +1,23 @@
 // Package fakeprovider owns the simulator's stand-in for the model APIs: an
-// in-process HTTP server on the loopback interface that speaks enough of the
-// Anthropic Messages API, the OpenAI Chat Completions, Responses and
-// Embeddings APIs and the Gemini generateContent API (each streaming where
-// the API does) for the real SDK clients, pointed at it by base URL, to
-// work unchanged. New serves each provider under a prefix; Listen (the
-// `publisher fakeprovider` command) also serves the providers' own paths,
-// so that a gateway can use it as every provider's origin.
+// in-process HTTP server on the loopback interface that speaks each
+// provider's API well enough for the real SDK clients, pointed at it by
+// base URL, to work unchanged. It names no provider: the APIs are the
+// fake dialects of the providers (package fakekit), each written in its
+// provider's folder and found through the provider registry (a Provider
+// that implements fakekit.Faker; Dialects), or given in Options.Dialects
+// (an OpenAI-compatible provider made at run time). The built-in ones
+// speak the Anthropic Messages API, the OpenAI Chat Completions,
+// Responses and Embeddings APIs and the Gemini generateContent API, each
+// streaming where the API does. New serves each provider under its
+// dialect's prefix (BaseURL); Listen (the `publisher fakeprovider`
+// command) also serves the APIs' own paths, so that a gateway can use it
+// as every provider's origin.
+//
+// The server owns what every dialect shares: the ledger headers that
+// identify a request, the decision of each attempt, the truth, the tier's
+// token buckets and the outage, stalls and cut connections. A dialect
+// owns its paths, its request checks, its bodies, streams and errors, its
+// rate-limit headers and its organization's limits.
 //
 // Every request names its logical call and attempt in the headers
 // HeaderSessionID, HeaderRequestID and HeaderAttempt. From those and a seed

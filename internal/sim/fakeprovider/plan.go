@@ -9,48 +9,26 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/provider/fakekit"
 )
 
 // ErrInvalidOptions is wrapped by every configuration error of this package.
 var ErrInvalidOptions = errors.New("fakeprovider: invalid options")
 
-// Provider names the fake server speaks for. They match the provider names
-// the ledger's events carry.
+// Fault is what the server does with one attempt instead of answering it
+// (see fakekit.Fault).
+type Fault = fakekit.Fault
+
+// Faults the server injects, and the outcomes it records (see fakekit).
 const (
-	Anthropic = "anthropic"
-	OpenAI    = "openai"
-	Gemini    = "gemini"
-)
-
-// Providers lists every provider the fake server speaks for.
-func Providers() []string { return []string{Anthropic, OpenAI, Gemini} }
-
-// Fault is what the server does with one attempt instead of answering it.
-type Fault string
-
-// Faults the server injects, and the outcomes it records.
-const (
-	// FaultNone answers the attempt successfully.
-	FaultNone Fault = "success"
-	// FaultRateLimit answers 429 with retry-after-ms and retry-after (or,
-	// for Gemini, a RetryInfo detail).
-	FaultRateLimit Fault = "rate_limit"
-	// FaultOverload answers 529 (Anthropic) or 503 (OpenAI, Gemini).
-	FaultOverload Fault = "overload"
-	// FaultServerError answers 500.
-	FaultServerError Fault = "server_error"
-	// FaultBilledTimeout starts a streamed answer, reports (and bills) the
-	// input usage, then stalls until the client gives up. On a request that
-	// does not stream, the server cannot report anything before stalling, so
-	// it stalls without billing and records FaultTimeout instead.
-	FaultBilledTimeout Fault = "billed_timeout"
-	// FaultTimeout is the unbilled stall of a non-streaming request.
-	FaultTimeout Fault = "timeout"
-	// FaultBadRequest answers 400 to every attempt of the call.
-	FaultBadRequest Fault = "bad_request"
-	// FaultInvalid is a request the server could not understand (missing
-	// ledger headers, a body that does not decode); it answers 400.
-	FaultInvalid Fault = "invalid"
+	FaultNone          = fakekit.FaultNone
+	FaultRateLimit     = fakekit.FaultRateLimit
+	FaultOverload      = fakekit.FaultOverload
+	FaultServerError   = fakekit.FaultServerError
+	FaultBilledTimeout = fakekit.FaultBilledTimeout
+	FaultTimeout       = fakekit.FaultTimeout
+	FaultBadRequest    = fakekit.FaultBadRequest
+	FaultInvalid       = fakekit.FaultInvalid
 )
 
 // Mix is the fault mix: the probability of each fault. BadRequest applies
@@ -111,7 +89,7 @@ const (
 	MaxOutputTokens = 1500
 	// StalledOutputTokens is the output a stalled stream reports (and
 	// bills) before it stalls.
-	StalledOutputTokens = 1
+	StalledOutputTokens = fakekit.StalledOutputTokens
 )
 
 // Retry-after hints of a rate limit, inclusive.
@@ -122,9 +100,10 @@ const (
 
 // Usage returns the tokens of a successful attempt of the call, in the
 // contract's convention: InputTokens counts every input token, the cache
-// fields are subsets of it. Anthropic calls may read and write the prompt
-// cache; OpenAI and Gemini calls may read it.
-func (p Plan) Usage(provider, requestID string) events.Usage {
+// fields are subsets of it. Every call may read the prompt cache; with
+// cacheWrites (a provider that bills cache writes, Anthropic) it may
+// write it too.
+func (p Plan) Usage(requestID string, cacheWrites bool) events.Usage {
 	r := p.rng("usage", requestID, 0)
 	u := events.Usage{
 		InputTokens:  between(r, MinInputTokens, MaxInputTokens),
@@ -133,18 +112,14 @@ func (p Plan) Usage(provider, requestID string) events.Usage {
 	if r.IntN(2) == 0 {
 		u.CacheReadInputTokens = between(r, 0, u.InputTokens/2)
 	}
-	if provider == Anthropic && r.IntN(3) == 0 {
+	if cacheWrites && r.IntN(3) == 0 {
 		u.CacheCreationInputTokens = between(r, 0, (u.InputTokens-u.CacheReadInputTokens)/2)
 	}
 	return u
 }
 
 // Decision is what one attempt gets.
-type Decision struct {
-	Fault Fault
-	// RetryAfter is the hint of a rate limit.
-	RetryAfter time.Duration
-}
+type Decision = fakekit.Decision
 
 // Decide returns what the attempt gets. attempt is the contract's attempt
 // number, 0 for the first.

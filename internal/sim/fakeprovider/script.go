@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/provider/fakekit"
 )
 
 // FaultBilledError is a failure after the provider billed: a streamed
@@ -16,7 +17,7 @@ import (
 // that does not stream the server bills the same and answers 500, which
 // carries no usage: the client cannot know what it was billed. Only
 // scripted servers inject it.
-const FaultBilledError Fault = "billed_error"
+const FaultBilledError = fakekit.FaultBilledError
 
 // Step is what a scripted server does with one request: Fault (FaultNone
 // to succeed), the Usage the attempt reports and bills (for FaultNone,
@@ -80,9 +81,9 @@ func scriptedCall(r *http.Request, step int) callID {
 
 // decide is what the attempt gets and the usage it would bill: the next
 // step of the script, or the seeded plan's decision.
-func (s *Server) decide(c callID, provider string) (Decision, events.Usage, bool) {
+func (s *Server) decide(c callID, d *fakekit.Dialect) (Decision, events.Usage, bool) {
 	if s.script == nil {
-		return s.plan.Decide(c.RequestID, c.Attempt), s.plan.Usage(provider, c.RequestID), true
+		return s.plan.Decide(c.RequestID, c.Attempt), s.plan.Usage(c.RequestID, d.CacheWrites), true
 	}
 	st, _, ok := s.script.take()
 	return Decision{Fault: st.Fault, RetryAfter: st.RetryAfter}, st.Usage, ok

@@ -1,29 +1,25 @@
 package fakeprovider
 
 import (
-	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/provider/fakekit"
 )
 
 // Headers by which a client names the logical call and attempt of a
-// request: the session and request IDs follow events.IDRule, the attempt is
-// the contract's attempt number (0 for the first). The server answers a
-// request without them 400.
+// request (see fakekit): the server answers a request without them 400.
 const (
-	HeaderSessionID = "X-Ledger-Session-Id"
-	HeaderRequestID = "X-Ledger-Request-Id"
-	HeaderAttempt   = "X-Ledger-Attempt"
+	HeaderSessionID = fakekit.HeaderSessionID
+	HeaderRequestID = fakekit.HeaderRequestID
+	HeaderAttempt   = fakekit.HeaderAttempt
 )
 
 // Options configure a Server.
@@ -45,6 +41,10 @@ type Options struct {
 	Outage Outage
 	// Now is the clock of the tier and the outage; nil selects time.Now.
 	Now func() time.Time
+	// Dialects are the providers the server speaks; nil selects
+	// Dialects(), those of the built-in providers. Their names and
+	// prefixes must be distinct.
+	Dialects []*fakekit.Dialect
 }
 
 // Server is the fake provider: an HTTP server on 127.0.0.1 with a random
@@ -56,6 +56,7 @@ type Server struct {
 	requests atomic.Int64
 	ts       *httptest.Server
 	ledger   *ledger
+	dialects map[string]*fakekit.Dialect
 
 	stop      chan struct{} // closed by Close; releases stalled handlers
 	closeOnce sync.Once
@@ -84,65 +85,113 @@ func listen(addr string, opts Options, root bool) (*Server, error) {
 			return nil, err
 		}
 	}
-	l, err := net.Listen("tcp", addr)
+	dialects := opts.Dialects
+	if dialects == nil {
+		dialects = Dialects()
+	}
+	byName, err := checkDialects(dialects)
 	if err != nil {
-		return nil, fmt.Errorf("fakeprovider: listen: %w", err)
+		return nil, err
 	}
 	s := &Server{
-		plan:   Plan{Seed: opts.Seed, Mix: opts.Mix},
-		script: sc,
-		ledger: newLedger(),
-		stop:   make(chan struct{}),
+		plan:     Plan{Seed: opts.Seed, Mix: opts.Mix},
+		script:   sc,
+		ledger:   newLedger(),
+		dialects: byName,
+		stop:     make(chan struct{}),
 	}
 	if opts.Tier != (Tier{}) || opts.Outage != (Outage{}) {
 		s.limits = newLimiter(opts.Tier, opts.Outage, opts.Now)
 	}
-	mux := http.NewServeMux()
-	counted := func(h http.HandlerFunc) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) { s.requests.Add(1); h(w, r) }
+	mux := s.routes(dialects, root)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("fakeprovider: listen: %w", err)
 	}
-	mux.HandleFunc("POST /anthropic/v1/messages", counted(s.anthropicMessages))
-	mux.HandleFunc("POST /openai/v1/chat/completions", counted(s.openaiChatCompletions))
-	mux.HandleFunc("POST /gemini/v1beta/models/", counted(s.geminiModels))
-	mux.HandleFunc("POST /openai/v1/responses", counted(s.openaiResponses))
-	mux.HandleFunc("POST /openai/v1/embeddings", counted(s.openaiEmbeddings))
-	if root {
-		s.rootRoutes(mux, counted)
-	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "fakeprovider: no such endpoint: "+r.Method+" "+r.URL.Path, http.StatusNotFound)
-	})
 	s.ts = &httptest.Server{Listener: l, Config: &http.Server{Handler: mux}}
 	s.ts.Start()
 	return s, nil
 }
 
+// checkDialects validates the dialects and indexes them by provider.
+func checkDialects(ds []*fakekit.Dialect) (map[string]*fakekit.Dialect, error) {
+	if len(ds) == 0 {
+		return nil, fmt.Errorf("%w: no dialect to speak (the program links no provider with a fake dialect)", ErrInvalidOptions)
+	}
+	byName := make(map[string]*fakekit.Dialect, len(ds))
+	prefixes := make(map[string]string, len(ds))
+	for i, d := range ds {
+		if d == nil {
+			return nil, fmt.Errorf("%w: Dialects[%d] is nil", ErrInvalidOptions, i)
+		}
+		if err := d.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: Dialects[%d]: %w", ErrInvalidOptions, i, err)
+		}
+		if _, ok := byName[d.Provider]; ok {
+			return nil, fmt.Errorf("%w: Dialects[%d]: provider %q is spoken twice", ErrInvalidOptions, i, d.Provider)
+		}
+		if other, ok := prefixes[d.Prefix]; ok {
+			return nil, fmt.Errorf("%w: Dialects[%d]: prefix %q of %q is %q's", ErrInvalidOptions, i, d.Prefix, d.Provider, other)
+		}
+		byName[d.Provider], prefixes[d.Prefix] = d, d.Provider
+	}
+	return byName, nil
+}
+
+// routes serves every dialect's endpoints under its prefix and, with
+// root, at the API's own paths too: the first dialect to claim a path has
+// it (a compatible provider's paths are its model's).
+func (s *Server) routes(ds []*fakekit.Dialect, root bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	claimed := make(map[string]bool)
+	for _, d := range ds {
+		x := &exchange{s: s, d: d}
+		for _, e := range d.Endpoints {
+			h := s.counted(func(w http.ResponseWriter, r *http.Request) { e.Handle(x, w, r) })
+			mux.Handle("POST "+d.Prefix+e.Path, http.StripPrefix(d.Prefix, h))
+			if root && !claimed[e.Path] {
+				claimed[e.Path] = true
+				mux.Handle("POST "+e.Path, h)
+			}
+		}
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "fakeprovider: no such endpoint: "+r.Method+" "+r.URL.Path, http.StatusNotFound)
+	})
+	return mux
+}
+
+// counted counts the requests h receives.
+func (s *Server) counted(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { s.requests.Add(1); h(w, r) }
+}
+
 // URL is the server's root, http://127.0.0.1:port.
 func (s *Server) URL() string { return s.ts.URL }
 
-// BaseURL is the base URL to give the provider's SDK client: for Anthropic
-// (option.WithBaseURL) URL()/anthropic/, for OpenAI (option.WithBaseURL)
-// URL()/openai/v1/, for Gemini (HTTPOptions.BaseURL, API version v1beta)
-// URL()/gemini/. It returns "" for a provider the server does not speak.
-func (s *Server) BaseURL(provider string) string { return BaseURLOf(s.ts.URL, provider) }
-
-// BaseURLOf is BaseURL for a server whose URL is root, served by another
-// process (publisher simulate --processes).
-func BaseURLOf(root, provider string) string {
-	switch provider {
-	case Anthropic:
-		return root + "/anthropic/"
-	case OpenAI:
-		return root + "/openai/v1/"
-	case Gemini:
-		return root + "/gemini/"
+// BaseURL is the base URL to give the provider's SDK client (see
+// fakekit.Dialect.BaseURL): URL()/anthropic/ for Anthropic, for OpenAI
+// URL()/openai/v1/, for Gemini (API version v1beta) URL()/gemini/. It
+// returns "" for a provider the server does not speak.
+func (s *Server) BaseURL(provider string) string {
+	d, ok := s.dialects[provider]
+	if !ok {
+		return ""
 	}
-	return ""
+	return d.BaseURL(s.ts.URL)
 }
 
 // Plan is the server's decision function, for tests that want to know in
 // advance what a call will get.
 func (s *Server) Plan() Plan { return s.plan }
+
+// PlannedUsage is the usage the plan gives every successful attempt of
+// call requestID to provider (see Plan.Usage), before an endpoint's
+// shaping (an embedding's has no output).
+func (s *Server) PlannedUsage(provider, requestID string) events.Usage {
+	d := s.dialects[provider]
+	return s.plan.Usage(requestID, d != nil && d.CacheWrites)
+}
 
 // Truth returns a copy of the ground truth so far. After Close it is
 // final: Close waits for every handler.
@@ -156,15 +205,6 @@ func (s *Server) Close() {
 		s.ts.CloseClientConnections()
 		s.ts.Close()
 	})
-}
-
-// identifyRequest reads the ledger headers; a scripted server takes
-// requests without them too.
-func (s *Server) identifyRequest(r *http.Request) (callID, error) {
-	if s.script != nil {
-		return scriptedCall(r, int(s.script.next.Load())), nil
-	}
-	return identify(r)
 }
 
 // identify reads the ledger headers.
@@ -193,120 +233,58 @@ func (s *Server) stall(r *http.Request) {
 	}
 }
 
-// providerRequestID is the provider's request id of an attempt.
-func providerRequestID(prefix string, c callID) string {
-	h := fnv.New64a()
-	h.Write([]byte(c.RequestID))
-	return fmt.Sprintf("%s%016x%02x", prefix, h.Sum64(), c.Attempt%256)
+// exchange is the server as one dialect's handlers see it
+// (fakekit.Server): what it books, it books under the dialect's provider.
+type exchange struct {
+	s *Server
+	d *fakekit.Dialect
 }
 
-// decodeBody reads a JSON request body into dst.
-func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20))
-	if err := dec.Decode(dst); err != nil {
-		return fmt.Errorf("request body: %w", err)
+// Identify reads the ledger headers; a scripted server takes requests
+// without them too.
+func (x *exchange) Identify(r *http.Request) (callID, error) {
+	if x.s.script != nil {
+		return scriptedCall(r, int(x.s.script.next.Load())), nil
 	}
-	return nil
+	return identify(r)
 }
 
-// writeJSON answers with a JSON body.
-func writeJSON(w http.ResponseWriter, status int, body any) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+func (x *exchange) Unidentified() { x.s.ledger.recordUnidentified() }
+
+func (x *exchange) Invalid(c callID, model string) {
+	x.s.ledger.record(c, x.d.Provider, model, FaultInvalid, events.Usage{})
 }
 
-// sse writes a server-sent event stream.
-type sse struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
-}
-
-func startSSE(w http.ResponseWriter) *sse {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	return &sse{w: w, rc: http.NewResponseController(w)}
-}
-
-// send writes one event (name may be empty) and flushes it.
-func (s *sse) send(name string, data any) error {
-	b, err := json.Marshal(data)
-	if err != nil {
-		return err
-	}
-	var sb strings.Builder
-	if name != "" {
-		sb.WriteString("event: ")
-		sb.WriteString(name)
-		sb.WriteString("\n")
-	}
-	sb.WriteString("data: ")
-	sb.Write(b)
-	sb.WriteString("\n\n")
-	if _, err := s.w.Write([]byte(sb.String())); err != nil {
-		return err
-	}
-	return s.rc.Flush()
-}
-
-// sendRaw writes one unnamed event whose data is given as it is.
-func (s *sse) sendRaw(data string) error {
-	if _, err := s.w.Write([]byte("data: " + data + "\n\n")); err != nil {
-		return err
-	}
-	return s.rc.Flush()
-}
-
-// reply is the provider-specific part of answering one attempt.
-type reply interface {
-	// fail answers a fault other than a stall.
-	fail(w http.ResponseWriter, c callID, d Decision)
-	// succeed answers the attempt with the call's usage.
-	succeed(w http.ResponseWriter, c callID, u events.Usage) error
-	// startStall begins a streamed answer that reports the billed usage u,
-	// before the server stalls.
-	startStall(w http.ResponseWriter, c callID, u events.Usage) error
-	// streamError ends a streamed answer begun by startStall with an error
-	// event of a server error.
-	streamError(w http.ResponseWriter) error
-}
-
-// serve is the common flow of every endpoint once the provider's request
-// was decoded: identify, decide, book, answer.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, c callID, provider, model string, stream bool, maxOutput int64, rep reply) {
+// Serve is the common flow of every endpoint once the provider's request
+// was decoded: decide, book, answer.
+func (x *exchange) Serve(w http.ResponseWriter, r *http.Request, c callID, a fakekit.Attempt) {
+	s, provider, model, rep := x.s, x.d.Provider, a.Model, a.Reply
 	if r.Context().Err() != nil {
 		// The client gave up before the request was handled: nothing is
 		// generated, nothing billed.
 		s.ledger.recordAbandoned()
 		return
 	}
-	if s.gate(w, c, provider, model, s.costOf(c, provider, maxOutput), rep) {
+	if s.gate(w, c, x.d, model, s.costOf(c, x.d, a.MaxOutput), rep) {
 		return
 	}
-	d, usage, ok := s.decide(c, provider)
+	d, usage, ok := s.decide(c, x.d)
 	if !ok {
 		unscripted(w, s.script.over.Load())
 		return
 	}
-	if s.script == nil && maxOutput > 0 && usage.OutputTokens > maxOutput {
-		usage.OutputTokens = maxOutput
+	if s.script == nil && a.MaxOutput > 0 && usage.OutputTokens > a.MaxOutput {
+		usage.OutputTokens = a.MaxOutput
 	}
-	if a, ok := rep.(usageShaper); ok && s.script == nil {
-		usage = a.shape(usage)
+	if sh, ok := rep.(fakekit.Shaper); ok && s.script == nil {
+		usage = sh.Shape(usage)
 	}
 	switch d.Fault {
 	case FaultNone:
 		s.ledger.record(c, provider, model, FaultNone, usage)
-		_ = rep.succeed(w, c, usage)
+		_ = rep.Succeed(w, c, usage)
 	case FaultBilledTimeout:
-		if !stream {
+		if !a.Stream {
 			s.ledger.record(c, provider, model, FaultTimeout, events.Usage{})
 			s.stall(r)
 			return
@@ -317,31 +295,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c callID, provide
 			billed = usage // as scripted
 		}
 		s.recordStream(c, provider, model, FaultBilledTimeout, billed, rep)
-		if rep.startStall(w, c, billed) == nil {
+		if rep.StartStall(w, c, billed) == nil {
 			s.stall(r)
 		}
 	case FaultBilledError:
-		if !stream {
+		if !a.Stream {
 			// The 500 carries no usage: nothing of it is observable.
 			s.ledger.recordPartly(c, provider, model, FaultBilledError, usage, usage)
-			rep.fail(w, c, Decision{Fault: FaultServerError})
+			rep.Fail(w, c, Decision{Fault: FaultServerError})
 			return
 		}
 		s.recordStream(c, provider, model, FaultBilledError, usage, rep)
-		if rep.startStall(w, c, usage) == nil {
-			_ = rep.streamError(w)
+		if rep.StartStall(w, c, usage) == nil {
+			_ = rep.StreamError(w)
 		}
 	case FaultBrokenStream:
-		s.breakStream(w, c, provider, model, stream, usage, rep)
+		s.breakStream(w, c, provider, model, a.Stream, usage, rep)
 	default:
 		s.ledger.record(c, provider, model, d.Fault, events.Usage{})
-		rep.fail(w, c, d)
+		rep.Fail(w, c, d)
 	}
-}
-
-// retryAfterHeaders sets the hint headers of a rate limit.
-func retryAfterHeaders(w http.ResponseWriter, d Decision) {
-	ms := d.RetryAfter.Milliseconds()
-	w.Header().Set("retry-after-ms", strconv.FormatInt(ms, 10))
-	w.Header().Set("retry-after", strconv.FormatFloat(d.RetryAfter.Seconds(), 'f', 3, 64))
 }

@@ -1,8 +1,6 @@
 package fakeprovider_test
 
 import (
-	"bytes"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -36,49 +34,16 @@ func (c *clock) Advance(d time.Duration) {
 func startLimited(t *testing.T, tier fakeprovider.Tier, outage fakeprovider.Outage) (*fakeprovider.Server, *clock) {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
-	s, err := fakeprovider.New(fakeprovider.Options{Seed: 7, Tier: tier, Outage: outage, Now: clk.Now})
+	s, err := fakeprovider.New(fakeprovider.Options{Seed: 7, Tier: tier, Outage: outage, Now: clk.Now, Dialects: dialects()})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	return s, clk
 }
 
-// post sends one attempt of call id to provider and returns the response
-// (its body read).
-func post(t *testing.T, s *fakeprovider.Server, provider, id string) *http.Response {
-	t.Helper()
-	var url, body string
-	h := http.Header{}
-	switch provider {
-	case fakeprovider.Anthropic:
-		url = s.BaseURL(provider) + "v1/messages"
-		body = `{"model":"claude-sonnet-4-5","max_tokens":4096,"messages":[{"role":"user","content":"hi"}]}`
-		h.Set("X-Api-Key", "k")
-	case fakeprovider.OpenAI:
-		url = s.BaseURL(provider) + "chat/completions"
-		body = `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hi"}]}`
-		h.Set("Authorization", "Bearer k")
-	default:
-		url = s.BaseURL(provider) + "v1beta/models/gemini-2.5-flash:generateContent"
-		body = `{"contents":[{"parts":[{"text":"hi"}]}]}`
-		h.Set("X-Goog-Api-Key", "k")
-	}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewBufferString(body))
-	require.NoError(t, err)
-	req.Header = h
-	for k, v := range ledgerHeaders(id, 0) {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp
-}
-
 func TestTierLimitsRequests(t *testing.T) {
 	s, clk := startLimited(t, fakeprovider.Tier{RequestsPerMinute: 120}, fakeprovider.Outage{}) // 2 a second
 	for i := range 2 {
-		resp := post(t, s, fakeprovider.Anthropic, "call-"+strconv.Itoa(i))
+		resp := post(t, t.Context(), s.BaseURL("anthropic"), "anthropic", "call-"+strconv.Itoa(i))
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, "120", resp.Header.Get("anthropic-ratelimit-requests-limit"))
 		assert.Equal(t, strconv.Itoa(1-i), resp.Header.Get("anthropic-ratelimit-requests-remaining"))
@@ -86,15 +51,15 @@ func TestTierLimitsRequests(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, clk.Now().Add(time.Duration(i+1)*500*time.Millisecond+time.Microsecond), reset)
 	}
-	resp := post(t, s, fakeprovider.Anthropic, "call-2")
+	resp := post(t, t.Context(), s.BaseURL("anthropic"), "anthropic", "call-2")
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	assert.Equal(t, "500", resp.Header.Get("retry-after-ms"))
 	assert.Equal(t, "0", resp.Header.Get("anthropic-ratelimit-requests-remaining"))
 	clk.Advance(500 * time.Millisecond)
-	resp = post(t, s, fakeprovider.Anthropic, "call-2")
+	resp = post(t, t.Context(), s.BaseURL("anthropic"), "anthropic", "call-2")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	// The organizations are separate: OpenAI has its own bucket.
-	resp = post(t, s, fakeprovider.OpenAI, "call-3")
+	resp = post(t, t.Context(), s.BaseURL("openai"), "openai", "call-3")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "120", resp.Header.Get("x-ratelimit-limit-requests"))
 	assert.Equal(t, "1", resp.Header.Get("x-ratelimit-remaining-requests"))
@@ -114,7 +79,7 @@ func TestTierLimitsTokens(t *testing.T) {
 	s, _ := startLimited(t, fakeprovider.Tier{InputTokensPerMinute: 60000, OutputTokensPerMinute: 60000}, fakeprovider.Outage{})
 	ok, limited := 0, 0
 	for i := range 6 {
-		switch resp := post(t, s, fakeprovider.Anthropic, "tok-"+strconv.Itoa(i)); resp.StatusCode {
+		switch resp := post(t, t.Context(), s.BaseURL("anthropic"), "anthropic", "tok-"+strconv.Itoa(i)); resp.StatusCode {
 		case http.StatusOK:
 			ok++
 			assert.Equal(t, "60000", resp.Header.Get("anthropic-ratelimit-input-tokens-limit"))
@@ -125,24 +90,25 @@ func TestTierLimitsTokens(t *testing.T) {
 	}
 	assert.Equal(t, 1, ok, "a full bucket admits one call, the next waits until the debt is paid")
 	assert.Equal(t, 5, limited)
-	resp := post(t, s, fakeprovider.OpenAI, "tok-o")
+	resp := post(t, t.Context(), s.BaseURL("openai"), "openai", "tok-o")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "120000", resp.Header.Get("x-ratelimit-limit-tokens"), "OpenAI's one tokens limit: input plus output")
 }
 
 func TestOutage(t *testing.T) {
 	s, clk := startLimited(t, fakeprovider.Tier{}, fakeprovider.Outage{Start: 2 * time.Second, Duration: 5 * time.Second})
-	require.Equal(t, http.StatusOK, post(t, s, fakeprovider.Anthropic, "o-1").StatusCode)
+	require.Equal(t, http.StatusOK, post(t, t.Context(), s.BaseURL("anthropic"), "anthropic", "o-1").StatusCode)
 	clk.Advance(2 * time.Second)
-	for _, p := range fakeprovider.Providers() {
-		resp := post(t, s, p, "o-"+p)
+	for _, d := range dialects() {
+		p := d.Provider
+		resp := post(t, t.Context(), s.BaseURL(p), p, "o-"+p)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, p)
 		assert.Empty(t, resp.Header.Get("anthropic-ratelimit-requests-limit"), "no tier, no headers")
 	}
 	clk.Advance(5*time.Second - time.Nanosecond)
-	assert.Equal(t, http.StatusServiceUnavailable, post(t, s, fakeprovider.OpenAI, "o-2").StatusCode)
+	assert.Equal(t, http.StatusServiceUnavailable, post(t, t.Context(), s.BaseURL("openai"), "openai", "o-2").StatusCode)
 	clk.Advance(time.Nanosecond)
-	assert.Equal(t, http.StatusOK, post(t, s, fakeprovider.OpenAI, "o-3").StatusCode)
+	assert.Equal(t, http.StatusOK, post(t, t.Context(), s.BaseURL("openai"), "openai", "o-3").StatusCode)
 	assert.Equal(t, int64(4), s.Truth().Total.Outcomes[fakeprovider.FaultOutage])
 }
 
@@ -152,6 +118,7 @@ func TestLimitsValidation(t *testing.T) {
 		{Tier: fakeprovider.Tier{Burst: -time.Second}},
 		{Outage: fakeprovider.Outage{Start: -time.Second, Duration: time.Second}},
 	} {
+		o.Dialects = dialects()
 		_, err := fakeprovider.New(o)
 		require.ErrorIs(t, err, fakeprovider.ErrInvalidOptions)
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/provider/fakekit"
 )
 
 // Truth is the ground truth of what the server charged, as JSON it is the
@@ -81,11 +82,7 @@ type AttemptTruth struct {
 }
 
 // callID is what the ledger headers of a request say.
-type callID struct {
-	SessionID string
-	RequestID string
-	Attempt   int
-}
+type callID = fakekit.Call
 
 // ledger accumulates the truth. It is safe for concurrent use.
 type ledger struct {

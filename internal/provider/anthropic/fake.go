@@ -1,0 +1,252 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/provider/fakekit"
+)
+
+// FakeDialect is the Messages API as the fake provider speaks it, under
+// /anthropic (the SDK's base URL is the fake provider's URL and
+// /anthropic/): answers and streams with the usage object's input that
+// excludes the cache tokens, message_start reporting the input, error
+// bodies of type "error", 529 for an overload, the
+// anthropic-ratelimit-<dimension>-{limit,remaining,reset} headers, and
+// separate input and output token limits. Its Sim drives the SDK's
+// streaming Messages.NewStreaming.
+func FakeDialect() *fakekit.Dialect {
+	return &fakekit.Dialect{
+		Provider:     Name,
+		Prefix:       "/" + Name,
+		BasePath:     "/",
+		Endpoints:    []fakekit.Endpoint{{Path: "/v1/messages", Handle: fakeMessages}},
+		Limits:       fakekit.SplitLimits,
+		LimitHeaders: fakeLimitHeaders,
+		CacheWrites:  true,
+		Sim:          &fakekit.Sim{Model: "claude-sonnet-4-5", Order: 0, NewCaller: newFakeCaller, Classifier: Classifier},
+	}
+}
+
+// fakeRequest is the part of a Messages API request the fake reads.
+type fakeRequest struct {
+	Model     string            `json:"model"`
+	MaxTokens int64             `json:"max_tokens"`
+	Messages  []json.RawMessage `json:"messages"`
+	Stream    bool              `json:"stream"`
+}
+
+// fakeUsage is the Messages API usage object. input_tokens excludes the
+// cache tokens, unlike the contract's InputTokens.
+type fakeUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+}
+
+func toFakeUsage(u events.Usage) fakeUsage {
+	return fakeUsage{
+		InputTokens:              u.InputTokens - u.CacheReadInputTokens - u.CacheCreationInputTokens,
+		OutputTokens:             u.OutputTokens,
+		CacheCreationInputTokens: u.CacheCreationInputTokens,
+		CacheReadInputTokens:     u.CacheReadInputTokens,
+	}
+}
+
+type fakeMessage struct {
+	ID           string           `json:"id"`
+	Type         string           `json:"type"`
+	Role         string           `json:"role"`
+	Model        string           `json:"model"`
+	Content      []map[string]any `json:"content"`
+	StopReason   *string          `json:"stop_reason"`
+	StopSequence *string          `json:"stop_sequence"`
+	Usage        fakeUsage        `json:"usage"`
+}
+
+// fakeReply answers one attempt of a Messages request.
+type fakeReply struct {
+	model     string
+	maxTokens int64
+	stream    bool
+}
+
+// fakeMessages serves POST /v1/messages.
+func fakeMessages(s fakekit.Server, w http.ResponseWriter, r *http.Request) {
+	c, err := s.Identify(r)
+	if err != nil {
+		s.Unidentified()
+		fakeError(w, "", http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	if r.Header.Get("X-Api-Key") == "" && r.Header.Get("Authorization") == "" {
+		s.Invalid(c, "")
+		fakeError(w, fakekit.RequestID("req_", c), http.StatusUnauthorized, "authentication_error", "x-api-key header is required")
+		return
+	}
+	var req fakeRequest
+	if err := fakekit.DecodeBody(w, r, &req); err != nil {
+		s.Invalid(c, "")
+		fakeError(w, fakekit.RequestID("req_", c), http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	if msg := req.validate(); msg != "" {
+		s.Invalid(c, req.Model)
+		fakeError(w, fakekit.RequestID("req_", c), http.StatusBadRequest, "invalid_request_error", msg)
+		return
+	}
+	s.Serve(w, r, c, fakekit.Attempt{
+		Model: req.Model, Stream: req.Stream, MaxOutput: req.MaxTokens,
+		Reply: fakeReply{model: req.Model, maxTokens: req.MaxTokens, stream: req.Stream},
+	})
+}
+
+func (q *fakeRequest) validate() string {
+	switch {
+	case q.Model == "":
+		return "model: Field required"
+	case q.MaxTokens < 1:
+		return "max_tokens: must be at least 1"
+	case len(q.Messages) == 0:
+		return "messages: at least one message is required"
+	}
+	return ""
+}
+
+func fakeError(w http.ResponseWriter, requestID string, status int, typ, msg string) {
+	if requestID != "" {
+		w.Header().Set("request-id", requestID)
+	}
+	fakekit.WriteJSON(w, status, map[string]any{
+		"type":       "error",
+		"error":      map[string]any{"type": typ, "message": msg},
+		"request_id": requestID,
+	})
+}
+
+// fakeLimitHeaders sets anthropic-ratelimit-<dim>-{limit,remaining,reset}
+// (reset: the RFC 3339 time when the bucket is full again).
+func fakeLimitHeaders(h http.Header, ls []fakekit.LimitState) {
+	for _, l := range ls {
+		h.Set("anthropic-ratelimit-"+l.Name+"-limit", strconv.FormatInt(l.Limit, 10))
+		h.Set("anthropic-ratelimit-"+l.Name+"-remaining", strconv.FormatInt(l.Remaining, 10))
+		h.Set("anthropic-ratelimit-"+l.Name+"-reset", l.Now.Add(l.UntilFull).UTC().Format(time.RFC3339Nano))
+	}
+}
+
+func (a fakeReply) Fail(w http.ResponseWriter, c fakekit.Call, d fakekit.Decision) {
+	id := fakekit.RequestID("req_", c)
+	switch d.Fault {
+	case fakekit.FaultRateLimit:
+		fakekit.RetryAfterHeaders(w, d)
+		fakeError(w, id, http.StatusTooManyRequests, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit.")
+	case fakekit.FaultOverload:
+		fakeError(w, id, 529, "overloaded_error", "Overloaded")
+	case fakekit.FaultServerError:
+		fakeError(w, id, http.StatusInternalServerError, "api_error", "Internal server error")
+	case fakekit.FaultOutage:
+		fakeError(w, id, http.StatusServiceUnavailable, "api_error", "Service unavailable")
+	default: // FaultBadRequest
+		fakeError(w, id, http.StatusBadRequest, "invalid_request_error", "messages.0.content: the simulated request is malformed")
+	}
+}
+
+func (a fakeReply) message(c fakekit.Call, u events.Usage, final bool) fakeMessage {
+	m := fakeMessage{
+		ID:      fakekit.RequestID("msg_", c),
+		Type:    "message",
+		Role:    "assistant",
+		Model:   a.model,
+		Content: []map[string]any{},
+		Usage:   toFakeUsage(u),
+	}
+	if final {
+		stop := "end_turn"
+		if u.OutputTokens >= a.maxTokens {
+			stop = "max_tokens"
+		}
+		m.StopReason = &stop
+		m.Content = append(m.Content, map[string]any{"type": "text", "text": fakekit.ReplyText(c)})
+	}
+	return m
+}
+
+func (a fakeReply) Succeed(w http.ResponseWriter, c fakekit.Call, u events.Usage) error {
+	w.Header().Set("request-id", fakekit.RequestID("req_", c))
+	if !a.stream {
+		fakekit.WriteJSON(w, http.StatusOK, a.message(c, u, true))
+		return nil
+	}
+	start := u
+	start.OutputTokens = fakekit.StalledOutputTokens
+	if err := a.StartStall(w, c, start); err != nil {
+		return err
+	}
+	ev := fakekit.ResumeSSE(w)
+	stop := *a.message(c, u, true).StopReason
+	for _, e := range []struct {
+		name string
+		data any
+	}{
+		{"content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}}},
+		{"ping", map[string]any{"type": "ping"}},
+		{"content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": fakekit.ReplyText(c)}}},
+		{"content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}},
+		{"message_delta", map[string]any{
+			"type":  "message_delta",
+			"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+			"usage": map[string]any{"output_tokens": u.OutputTokens},
+		}},
+		{"message_stop", map[string]any{"type": "message_stop"}},
+	} {
+		if err := ev.Send(e.name, e.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartStall sends message_start, which carries (and bills) the input.
+func (a fakeReply) StartStall(w http.ResponseWriter, c fakekit.Call, u events.Usage) error {
+	w.Header().Set("request-id", fakekit.RequestID("req_", c))
+	ev := fakekit.StartSSE(w)
+	return ev.Send("message_start", map[string]any{"type": "message_start", "message": a.message(c, u, false)})
+}
+
+// StreamError sends an error event of type api_error, as Anthropic does
+// when a stream fails after it started.
+func (a fakeReply) StreamError(w http.ResponseWriter) error {
+	return fakekit.ResumeSSE(w).Send("error", map[string]any{"type": "error", "error": map[string]any{"type": "api_error", "message": "Internal server error"}})
+}
+
+// Observed: message_start reports the input and the first output token;
+// the text deltas that follow carry no counts, so what a broken stream
+// generated after message_start is not observable.
+func (a fakeReply) Observed(f fakekit.Fault, billed events.Usage) events.Usage {
+	if f == fakekit.FaultBrokenStream {
+		billed.OutputTokens = min(billed.OutputTokens, fakekit.StalledOutputTokens)
+	}
+	return billed
+}
+
+func (a fakeReply) BreakStream(w http.ResponseWriter, c fakekit.Call, billed events.Usage) error {
+	start := billed
+	start.OutputTokens = min(billed.OutputTokens, fakekit.StalledOutputTokens)
+	if err := a.StartStall(w, c, start); err != nil {
+		return err
+	}
+	ev := fakekit.ResumeSSE(w)
+	if err := ev.Send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}}); err != nil {
+		return err
+	}
+	for range billed.OutputTokens {
+		if err := ev.Send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": fakekit.Token}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,276 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/provider/fakekit"
+)
+
+// FakeOptions are the differences of an OpenAI-compatible provider's API
+// from OpenAI's, as its fake dialect speaks them. The zero value is
+// OpenAI's.
+type FakeOptions struct {
+	// Prefix is the path the fake provider serves the API under; ""
+	// selects "/" and the provider's name. The SDK's base URL is the fake
+	// provider's URL, the prefix and /v1/.
+	Prefix string
+	// Limits maps the tier to the organization's dimensions; nil selects
+	// OpenAI's one tokens limit (fakekit.CombinedLimits).
+	Limits func(fakekit.Tier) []fakekit.Dimension
+	// LimitHeaders writes the rate-limit headers; nil selects OpenAI's
+	// (FakeLimitHeaders). NoLimitHeaders sends none (Ollama).
+	LimitHeaders   func(http.Header, []fakekit.LimitState)
+	NoLimitHeaders bool
+	// ErrorBody is the body of an error response; nil selects OpenAI's
+	// {"error": {"message", "type", "param", "code"}}.
+	ErrorBody func(e FakeError) any
+	// Model is the model the simulator asks for; "" selects none, and the
+	// simulator does not drive the provider.
+	Model string
+	// SimOrder places the provider in the simulator's default round
+	// robin (fakekit.Sim.Order); 0 selects 100, after the built-in
+	// providers.
+	SimOrder int
+}
+
+// FakeError is an error the fake dialect answers.
+type FakeError struct {
+	Status int
+	// Type is OpenAI's error.type ("invalid_request_error",
+	// "server_error", "requests").
+	Type string
+	// Code is OpenAI's error.code ("rate_limit_exceeded"); "" for none.
+	Code    string
+	Message string
+}
+
+// OpenAIErrorBody is OpenAI's error body.
+func OpenAIErrorBody(e FakeError) any {
+	var code any
+	if e.Code != "" {
+		code = e.Code
+	}
+	return map[string]any{
+		"error": map[string]any{"message": e.Message, "type": e.Type, "param": nil, "code": code},
+	}
+}
+
+// FakeLimitHeaders sets OpenAI's x-ratelimit-{limit,remaining,reset}-<dim>
+// (reset: a duration, "1.5s").
+func FakeLimitHeaders(h http.Header, ls []fakekit.LimitState) {
+	for _, l := range ls {
+		h.Set("x-ratelimit-limit-"+l.Name, strconv.FormatInt(l.Limit, 10))
+		h.Set("x-ratelimit-remaining-"+l.Name, strconv.FormatInt(l.Remaining, 10))
+		h.Set("x-ratelimit-reset-"+l.Name, l.UntilFull.Round(time.Millisecond).String())
+	}
+}
+
+// FakeDialect is the Chat Completions, Responses and Embeddings APIs as
+// the fake provider speaks them for the provider named name: OpenAI's
+// (OpenAI()), or an OpenAI-compatible provider's, with the differences
+// opts gives. Streams report their usage only in their last event (a
+// chat stream only when stream_options.include_usage asks), errors carry
+// the x-request-id header, and a rate limit the x-ratelimit headers
+// besides retry-after. Its Sim drives the SDK's Chat.Completions.New.
+func FakeDialect(name string, opts FakeOptions) *fakekit.Dialect {
+	api := &fakeAPI{errorBody: opts.ErrorBody, limitHeaders: opts.LimitHeaders}
+	if api.errorBody == nil {
+		api.errorBody = OpenAIErrorBody
+	}
+	if api.limitHeaders == nil && !opts.NoLimitHeaders {
+		api.limitHeaders = FakeLimitHeaders
+	}
+	d := &fakekit.Dialect{
+		Provider: name,
+		Prefix:   opts.Prefix,
+		BasePath: "/v1/",
+		Endpoints: []fakekit.Endpoint{
+			{Path: "/v1/chat/completions", Handle: api.chatCompletions},
+			{Path: "/v1/responses", Handle: api.responses},
+			{Path: "/v1/embeddings", Handle: api.embeddings},
+		},
+		Limits:       opts.Limits,
+		LimitHeaders: api.limitHeaders,
+	}
+	if d.Prefix == "" {
+		d.Prefix = "/" + name
+	}
+	if d.Limits == nil {
+		d.Limits = fakekit.CombinedLimits
+	}
+	if opts.Model != "" {
+		order := opts.SimOrder
+		if order == 0 {
+			order = 100
+		}
+		d.Sim = &fakekit.Sim{Model: opts.Model, Order: order, NewCaller: newFakeCaller, Classifier: Classifier}
+	}
+	return d
+}
+
+// OpenAIFakeDialect is OpenAI's own dialect, under /openai.
+func OpenAIFakeDialect() *fakekit.Dialect {
+	return FakeDialect(Name, FakeOptions{Model: "gpt-4.1-mini", SimOrder: 1})
+}
+
+// fakeAPI is one provider's dialect of the OpenAI APIs.
+type fakeAPI struct {
+	errorBody    func(FakeError) any
+	limitHeaders func(http.Header, []fakekit.LimitState)
+}
+
+// fakeCreated is the fixed creation time of every completion, so that the
+// answers are deterministic.
+const fakeCreated = 1_700_000_000
+
+// error answers an error; requestID "" sends no x-request-id.
+func (api *fakeAPI) error(w http.ResponseWriter, requestID string, e FakeError) {
+	if requestID != "" {
+		w.Header().Set(RequestIDHeader, requestID)
+	}
+	fakekit.WriteJSON(w, e.Status, api.errorBody(e))
+}
+
+// fakeChatRequest is the part of a Chat Completions request the fake
+// reads.
+type fakeChatRequest struct {
+	Model               string            `json:"model"`
+	Messages            []json.RawMessage `json:"messages"`
+	MaxCompletionTokens int64             `json:"max_completion_tokens"`
+	MaxTokens           int64             `json:"max_tokens"`
+	Stream              bool              `json:"stream"`
+	StreamOptions       struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// fakeChatReply answers one attempt of a chat completion.
+type fakeChatReply struct {
+	api   *fakeAPI
+	model string
+	limit int64
+	// stream answers with chunks; includeUsage adds the usage chunk at
+	// the end, as stream_options.include_usage asks.
+	stream, includeUsage bool
+}
+
+// chatCompletions serves POST /v1/chat/completions.
+func (api *fakeAPI) chatCompletions(s fakekit.Server, w http.ResponseWriter, r *http.Request) {
+	var req fakeChatRequest
+	c, ok := api.decode(s, w, r, &req, func() string {
+		switch {
+		case req.Model == "":
+			return "you must provide a model parameter"
+		case len(req.Messages) == 0:
+			return "messages: expected a non-empty array"
+		}
+		return ""
+	}, func() string { return req.Model })
+	if !ok {
+		return
+	}
+	limit := req.MaxCompletionTokens
+	if limit == 0 {
+		limit = req.MaxTokens
+	}
+	s.Serve(w, r, c, fakekit.Attempt{
+		Model: req.Model, Stream: req.Stream, MaxOutput: limit,
+		Reply: fakeChatReply{api: api, model: req.Model, limit: limit, stream: req.Stream, includeUsage: req.StreamOptions.IncludeUsage},
+	})
+}
+
+// decode identifies and decodes the request of an endpoint, and answers
+// it (false) when it is invalid: check returns what is wrong with the
+// decoded request, or "", and model, given to the truth with a request
+// check refuses, what it names ("" when it is not for the truth).
+func (api *fakeAPI) decode(s fakekit.Server, w http.ResponseWriter, r *http.Request, req any, check func() string, model func() string) (fakekit.Call, bool) {
+	c, err := s.Identify(r)
+	if err != nil {
+		s.Unidentified()
+		api.error(w, "", FakeError{http.StatusBadRequest, "invalid_request_error", "missing_header", err.Error()})
+		return c, false
+	}
+	if r.Header.Get("Authorization") == "" {
+		s.Invalid(c, "")
+		api.error(w, fakekit.RequestID("req_", c), FakeError{http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "You didn't provide an API key."})
+		return c, false
+	}
+	if err := fakekit.DecodeBody(w, r, req); err != nil {
+		s.Invalid(c, "")
+		api.error(w, fakekit.RequestID("req_", c), FakeError{http.StatusBadRequest, "invalid_request_error", "invalid_json", err.Error()})
+		return c, false
+	}
+	if msg := check(); msg != "" {
+		s.Invalid(c, model())
+		api.error(w, fakekit.RequestID("req_", c), FakeError{http.StatusBadRequest, "invalid_request_error", "invalid_value", msg})
+		return c, false
+	}
+	return c, true
+}
+
+// fail answers a fault, for every endpoint.
+func (api *fakeAPI) fail(w http.ResponseWriter, c fakekit.Call, d fakekit.Decision) {
+	id := fakekit.RequestID("req_", c)
+	switch d.Fault {
+	case fakekit.FaultRateLimit:
+		fakekit.RetryAfterHeaders(w, d)
+		if api.limitHeaders != nil {
+			w.Header().Set("x-ratelimit-remaining-requests", "0")
+			w.Header().Set("x-ratelimit-reset-requests", d.RetryAfter.String())
+		}
+		api.error(w, id, FakeError{http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "Rate limit reached for requests per min."})
+	case fakekit.FaultOverload:
+		api.error(w, id, FakeError{http.StatusServiceUnavailable, "server_error", "", "The server is overloaded or not ready yet."})
+	case fakekit.FaultServerError:
+		api.error(w, id, FakeError{http.StatusInternalServerError, "server_error", "", "The server had an error while processing your request."})
+	case fakekit.FaultOutage:
+		api.error(w, id, FakeError{http.StatusServiceUnavailable, "server_error", "", "The service is unavailable."})
+	default: // FaultBadRequest
+		api.error(w, id, FakeError{http.StatusBadRequest, "invalid_request_error", "invalid_value", "messages[0].content: the simulated request is malformed"})
+	}
+}
+
+func (o fakeChatReply) Fail(w http.ResponseWriter, c fakekit.Call, d fakekit.Decision) {
+	o.api.fail(w, c, d)
+}
+
+func (o fakeChatReply) Succeed(w http.ResponseWriter, c fakekit.Call, u events.Usage) error {
+	w.Header().Set(RequestIDHeader, fakekit.RequestID("req_", c))
+	finish := "stop"
+	if o.limit > 0 && u.OutputTokens >= o.limit {
+		finish = "length"
+	}
+	if o.stream {
+		return o.succeedStream(w, c, u, finish)
+	}
+	fakekit.WriteJSON(w, http.StatusOK, map[string]any{
+		"id":                 fakekit.RequestID("chatcmpl-", c),
+		"object":             "chat.completion",
+		"created":            fakeCreated,
+		"model":              o.model,
+		"system_fingerprint": "fp_fakeprovider",
+		"choices": []any{map[string]any{
+			"index":         0,
+			"message":       map[string]any{"role": "assistant", "content": fakekit.ReplyText(c), "refusal": nil},
+			"logprobs":      nil,
+			"finish_reason": finish,
+		}},
+		"usage": fakeChatUsage(u),
+	})
+	return nil
+}
+
+// fakeChatUsage is the usage object of a chat completion.
+func fakeChatUsage(u events.Usage) map[string]any {
+	return map[string]any{
+		"prompt_tokens":             u.InputTokens,
+		"completion_tokens":         u.OutputTokens,
+		"total_tokens":              u.InputTokens + u.OutputTokens,
+		"prompt_tokens_details":     map[string]any{"cached_tokens": u.CacheReadInputTokens, "audio_tokens": 0},
+		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+	}
+}
