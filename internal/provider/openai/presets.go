@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/provider/fakekit"
 )
 
 // Preset is what the ledger knows of one OpenAI-compatible API beyond
@@ -40,6 +41,8 @@ type Preset struct {
 	// Rules are the errors classified otherwise than OpenAI's rules do,
 	// the first match winning.
 	Rules []ErrorRule
+	// Fake is how the fake provider speaks the API (compat_fake.go).
+	Fake FakePreset
 }
 
 // LimitHeaders are the canonical names of the headers of one dimension of
@@ -112,6 +115,10 @@ var presets = []Preset{
 				Why: "a 429 that says the model's capacity is exceeded is the provider's overload, not the workspace's rate"},
 			{Status: 0, Codes: []string{"rate_limited", "1300"}, Kind: events.KindRateLimit, Retryable: true, Why: "the workspace's rate limit"},
 		},
+		Fake: FakePreset{TopLevelErrors: true, Faults: map[fakekit.Fault]FakeError{
+			fakekit.FaultRateLimit: {http.StatusTooManyRequests, "rate_limited", "1300", "Rate limit exceeded"},
+			fakekit.FaultOverload:  {http.StatusTooManyRequests, "service_tier_capacity_exceeded", "3505", "Service tier capacity exceeded for this model."},
+		}},
 	},
 	{
 		// Groq's x-ratelimit-*-requests are requests per DAY (RPD), its
@@ -129,6 +136,9 @@ var presets = []Preset{
 			{Status: 499, Kind: events.KindClient, Why: "the request was cancelled"},
 			{Status: http.StatusFailedDependency, Kind: events.KindClient, Why: "a remote tool (MCP) the request names failed"},
 		},
+		Fake: FakePreset{Faults: map[fakekit.Fault]FakeError{
+			fakekit.FaultOverload: {498, "capacity_exceeded", "capacity_exceeded", "Flex tier capacity exceeded. Try again later."},
+		}},
 	},
 	{
 		// DeepSeek sends no rate-limit headers.
@@ -140,6 +150,9 @@ var presets = []Preset{
 			{Status: http.StatusUnprocessableEntity, Kind: events.KindClient, Why: "invalid parameters"},
 			{Status: http.StatusServiceUnavailable, Kind: events.KindOverloaded, Retryable: true, Why: "server overloaded: retry after a brief wait"},
 		},
+		Fake: FakePreset{Faults: map[fakekit.Fault]FakeError{
+			fakekit.FaultOverload: {http.StatusServiceUnavailable, "server_error", "", "Server overloaded, please retry shortly."},
+		}},
 	},
 	{
 		// Together counts per second and sends the requests' remaining and
@@ -160,6 +173,10 @@ var presets = []Preset{
 				Why: "above the organisation's dynamic rate"},
 			{Status: http.StatusServiceUnavailable, Kind: events.KindOverloaded, Retryable: true, Why: "engine overloaded"},
 		},
+		Fake: FakePreset{Faults: map[fakekit.Fault]FakeError{
+			fakekit.FaultRateLimit: {http.StatusTooManyRequests, "dynamic_request_limited", "", "You are above your dynamic request rate."},
+			fakekit.FaultOverload:  {http.StatusServiceUnavailable, "server_error", "", "The engine is currently overloaded, please try again later."},
+		}},
 	},
 	{
 		// OpenRouter's error code is the status as a number, with
@@ -179,6 +196,10 @@ var presets = []Preset{
 			{Status: http.StatusBadGateway, Kind: events.KindServer, Retryable: true, Why: "the chosen model is down or answered badly"},
 			{Status: http.StatusServiceUnavailable, Kind: events.KindOverloaded, Retryable: true, Why: "no provider meets the routing requirements now"},
 		},
+		Fake: FakePreset{Faults: map[fakekit.Fault]FakeError{
+			fakekit.FaultRateLimit: {http.StatusTooManyRequests, "", "429", "Rate limit exceeded: limit_rpm"},
+			fakekit.FaultOverload:  {http.StatusServiceUnavailable, "", "503", "No allowed providers are available for the selected model."},
+		}},
 	},
 	{
 		// vLLM's errors are {"object":"error","message":...,
@@ -191,6 +212,11 @@ var presets = []Preset{
 			{Status: http.StatusNotFound, Kind: events.KindClient, Why: "the model is not served (NotFoundError)"},
 			{Status: http.StatusServiceUnavailable, Kind: events.KindOverloaded, Retryable: true, Why: "the engine is not ready or refuses more requests"},
 		},
+		Fake: FakePreset{TopLevelErrors: true, Faults: map[fakekit.Fault]FakeError{
+			fakekit.FaultOverload:    {http.StatusServiceUnavailable, "ServiceUnavailableError", "503", "Service Unavailable"},
+			fakekit.FaultServerError: {http.StatusInternalServerError, "InternalServerError", "500", "EngineCore encountered an issue."},
+			fakekit.FaultBadRequest:  {http.StatusBadRequest, "BadRequestError", "400", "This model's maximum context length is 4096 tokens."},
+		}},
 	},
 	{
 		// Ollama's /v1 errors are {"error":{"message":...,"type":
@@ -203,6 +229,11 @@ var presets = []Preset{
 			{Status: http.StatusNotFound, Kind: events.KindClient, Why: "the model is not pulled (ollama pull MODEL): no retry fixes it"},
 			{Status: http.StatusServiceUnavailable, Kind: events.KindOverloaded, Retryable: true, Why: "server busy: too many requests queued (OLLAMA_MAX_QUEUE)"},
 		},
+		Fake: FakePreset{Faults: map[fakekit.Fault]FakeError{
+			fakekit.FaultOverload:    {http.StatusServiceUnavailable, "api_error", "", "server busy, please try again.  maximum pending requests exceeded"},
+			fakekit.FaultServerError: {http.StatusInternalServerError, "api_error", "", "llama runner process has terminated: exit status 2"},
+			fakekit.FaultBadRequest:  {http.StatusNotFound, "not_found_error", "", `model "llama3.2" not found, try pulling it first`},
+		}},
 	},
 }
 
