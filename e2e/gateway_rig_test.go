@@ -16,6 +16,8 @@ import (
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/gateway"
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/provider"
+	_ "github.com/agentledger/ledger/internal/provider/builtin"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 	"github.com/agentledger/ledger/internal/topology"
@@ -76,9 +78,12 @@ func startGatewayRig(t *testing.T, seed uint64, mix fakeprovider.Mix, policy ret
 	// whose truth the ledger is compared with.
 	group, err := breaker.NewGroup(breaker.Config{FailureThreshold: 1 << 20})
 	require.NoError(t, err)
-	origin := r.fp.URL()
+	origins := map[string]string{}
+	for _, p := range provider.Names() {
+		origins[p] = r.fp.URL()
+	}
 	gw, err := gateway.New(gateway.Config{
-		Upstreams:            map[string]string{gateway.Anthropic: origin, gateway.OpenAI: origin, gateway.Gemini: origin},
+		Upstreams:            origins,
 		Retry:                retry.Options{Policy: policy, Sink: r.pub, Breakers: group},
 		Attempts:             gateway.NewKVAttempts(kv, gateway.NewKVLedger(r.js)),
 		ForwardLedgerHeaders: true,

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/agentledger/ledger/internal/monitor"
 	"github.com/agentledger/ledger/internal/netlimit"
 	"github.com/agentledger/ledger/internal/provider"
+	_ "github.com/agentledger/ledger/internal/provider/builtin" // the providers the gateway speaks for
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -112,8 +115,9 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	f.logs.Register(fs, "info")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8088", "address to serve on (loopback only without --keys); port 0 picks a free one, printed on stdout as \"gateway listening on http://ADDR\"")
 	f.auth.register(fs)
-	for _, p := range []string{gateway.Anthropic, gateway.OpenAI, gateway.Gemini} {
-		f.upstreams[p] = fs.String(p+"-url", gateway.DefaultUpstreams[p], "origin of the "+p+" upstream (scheme, host, port); the request path is kept")
+	for _, p := range provider.All() {
+		name := p.Name()
+		f.upstreams[name] = fs.String(name+"-url", p.Upstream().Origin, "origin of the "+name+" upstream (scheme, host, port, and an optional path prefix the request's path is appended to)")
 	}
 	fs.StringVar(&f.defaultSession, "default-session", gateway.DefaultSession, "session of a request without "+gateway.HeaderSessionID)
 	fs.BoolVar(&f.forward, "forward-ledger-headers", false, "send "+gateway.HeaderSessionID+", "+gateway.HeaderRequestID+" and "+gateway.HeaderAttempt+" upstream (for the fake provider; real providers should never see them)")
@@ -157,8 +161,8 @@ func (f *flags) validate() error {
 	if _, err := f.logs.New(io.Discard); err != nil {
 		return cli.Usagef("%v", err)
 	}
-	for p, u := range f.upstreams {
-		if _, err := gateway.ParseOrigin(*u); err != nil {
+	for _, p := range slices.Sorted(maps.Keys(f.upstreams)) {
+		if _, err := gateway.ParseOrigin(*f.upstreams[p]); err != nil {
 			return cli.Usagef("--%s-url: %v", p, err)
 		}
 	}
@@ -251,8 +255,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		monitor.GatewayReady(ledger.conn.NC), logger)
 	defer stopMetrics()
 	fmt.Fprintf(stdout, "gateway listening on http://%s\n", ln.Addr())
-	logger.Info("gateway: listening", "addr", ln.Addr().String(), "anthropic", *f.upstreams[gateway.Anthropic],
-		"openai", *f.upstreams[gateway.OpenAI], "gemini", *f.upstreams[gateway.Gemini], "forward_ledger_headers", f.forward,
+	logger.Info("gateway: listening", "addr", ln.Addr().String(), f.upstreamAttrs(), "forward_ledger_headers", f.forward,
 		"max_connections", ln.Max(), "max_calls_per_client", f.limits.maxCallsPerClient, "max_body_bytes_in_flight", f.limits.maxBodyInFlight)
 	serveErr := serve(ctx, ln, f.limits.server(gw, ln, logger), f.shutdownTimeout, logger)
 	st, closeErr := ledger.close(ctx, logger)
@@ -267,6 +270,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cli.Failed(fmt.Errorf("%d event(s) undelivered: %v", st.Undelivered, closeErr))
 	}
 	return nil
+}
+
+// upstreamAttrs are the upstreams' origins, by provider name, for the
+// log.
+func (f *flags) upstreamAttrs() slog.Attr {
+	var attrs []any
+	for _, p := range slices.Sorted(maps.Keys(f.upstreams)) {
+		attrs = append(attrs, slog.String(p, *f.upstreams[p]))
+	}
+	return slog.Group("upstreams", attrs...)
 }
 
 // newGateway builds the gateway on the ledger's publisher and bucket. The

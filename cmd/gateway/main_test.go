@@ -59,7 +59,7 @@ func TestFlagsRefused(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--openai-url", "https://api.openai.com/v1"}, "--openai-url"},
+		{[]string{"--openai-url", "https://api.openai.com/v1?x=1"}, "--openai-url"},
 		{[]string{"--gemini-url", "ftp://x"}, "--gemini-url"},
 		{[]string{"--max-retries", "-1"}, "--max-retries"},
 		{[]string{"--attempt-timeout", "0s"}, "--attempt-timeout"},

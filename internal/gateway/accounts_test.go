@@ -84,13 +84,21 @@ func TestAccountOf(t *testing.T) {
 		}
 		return r
 	}
-	a := accountOf(nil, req("X-Api-Key", tenantA))
+	m := testMounts(t)
+	ant, oai, gem := m.byName[anthropic], m.byName[openai], m.byName[gemini]
+	a := accountOf(nil, req("X-Api-Key", tenantA), ant)
 	assert.True(t, strings.HasPrefix(a, "cred-"), a)
 	assert.NotContains(t, a, "tenant")
-	assert.Equal(t, a, accountOf(nil, req("Authorization", "Bearer "+tenantA)), "one credential, one account")
-	assert.NotEqual(t, a, accountOf(nil, req("X-Api-Key", tenantB)))
-	assert.Equal(t, "acme", accountOf(&Key{Account: "acme"}, req("X-Api-Key", tenantA)))
-	assert.Empty(t, accountOf(nil, req()))
+	assert.Equal(t, a, accountOf(nil, req("Authorization", "Bearer "+tenantA), ant), "one credential, one account")
+	assert.Equal(t, a, accountOf(nil, req("Authorization", "Bearer "+tenantA), oai))
+	assert.NotEqual(t, a, accountOf(nil, req("X-Api-Key", tenantB), ant))
+	assert.Equal(t, "acme", accountOf(&Key{Account: "acme"}, req("X-Api-Key", tenantA), ant))
+	assert.Empty(t, accountOf(nil, req(), ant))
 	g := httptest.NewRequest(http.MethodPost, "/v1beta/models/m:generateContent?key="+tenantA, nil)
-	assert.Equal(t, a, accountOf(nil, g))
+	assert.Equal(t, a, accountOf(nil, g, gem))
+	// The credential that goes upstream is the provider's own: the one
+	// its clients put first.
+	both := req("X-Api-Key", tenantB, "Authorization", "Bearer "+tenantA)
+	assert.Equal(t, a, accountOf(nil, both, oai))
+	assert.NotEqual(t, a, accountOf(nil, both, ant))
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -22,11 +23,12 @@ var errSessionForbidden = errors.New("session not allowed")
 
 // authenticate takes the client key out of r and, when the gateway has
 // keys, checks it: a request without a known key is answered 401 (ok
-// false). The key's credential for provider, when it has one, replaces
-// the client's credential headers. The credential that goes upstream is
-// added to sec, to be redacted.
-func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, provider string, sec *secrets) (client, bool) {
-	presented := takeKey(r, g.cfg.Keys != nil)
+// false). The key's credential for u, when it has one, replaces the
+// client's credentials. The credential that goes upstream is added to
+// sec, to be redacted.
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, u *upstream, sec *secrets) (client, bool) {
+	m := g.mounts
+	presented := takeKey(r, g.cfg.Keys != nil, m.credentialHeaders, m.credentialQueries)
 	var cl client
 	if g.cfg.Keys != nil {
 		why := "no client key: send it as the provider's API key (" + KeyPrefix + "...) or in " + HeaderKey
@@ -37,15 +39,15 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, provider 
 		}
 		if cl.key == nil {
 			g.logRefusal(r, "unauthenticated", why)
-			writeGatewayError(w, provider, "", http.StatusUnauthorized, "unauthenticated", why, 0)
+			writeGatewayError(w, u, "", http.StatusUnauthorized, "unauthenticated", why, 0)
 			return cl, false
 		}
-		if cred := cl.key.Credentials[provider]; cred != "" {
-			setCredential(r, provider, cred)
+		if cred := cl.key.Credentials[u.name]; cred != "" {
+			m.setCredential(r, u, cred)
 			*sec = sec.add(cred)
 		}
 	}
-	cl.account = accountOf(cl.key, r)
+	cl.account = accountOf(cl.key, r, u)
 	return cl, true
 }
 
@@ -60,17 +62,17 @@ func (g *Gateway) logRefusal(r *http.Request, reason, why string) {
 }
 
 // takeKey removes the client key from r and returns it: HeaderKey, else
-// the provider credential header (or Gemini's key parameter) that
-// carries a value starting with KeyPrefix. HeaderKey never goes upstream;
-// the others are removed only when keys is set (without keys, a
-// credential is the client's to send).
-func takeKey(r *http.Request, keys bool) string {
+// the provider credential header (headers) or query parameter (queries:
+// Gemini's key) that carries a value starting with KeyPrefix. HeaderKey
+// never goes upstream; the others are removed only when keys is set
+// (without keys, a credential is the client's to send).
+func takeKey(r *http.Request, keys bool, headers, queries []string) string {
 	key := strings.TrimSpace(r.Header.Get(HeaderKey))
 	r.Header.Del(HeaderKey)
 	if !keys {
 		return key
 	}
-	for _, h := range []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"} {
+	for _, h := range headers {
 		v := strings.TrimSpace(r.Header.Get(h))
 		if tok, ok := cutBearer(v); ok {
 			v = tok
@@ -82,13 +84,15 @@ func takeKey(r *http.Request, keys bool) string {
 			}
 		}
 	}
-	if r.URL.RawQuery != "" {
+	if r.URL.RawQuery != "" && len(queries) > 0 {
 		q := r.URL.Query()
-		if v := q.Get("key"); strings.HasPrefix(v, KeyPrefix) {
-			q.Del("key")
-			r.URL.RawQuery = q.Encode()
-			if key == "" {
-				key = v
+		for _, name := range queries {
+			if v := q.Get(name); strings.HasPrefix(v, KeyPrefix) {
+				q.Del(name)
+				r.URL.RawQuery = q.Encode()
+				if key == "" {
+					key = v
+				}
 			}
 		}
 	}
@@ -104,39 +108,48 @@ func cutBearer(v string) (string, bool) {
 	return strings.TrimSpace(tok), true
 }
 
-// setCredential makes cred the only credential of r, in the header
-// provider's clients use.
-func setCredential(r *http.Request, provider, cred string) {
-	for _, h := range []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"} {
+// setCredential makes cred the only credential of r: every provider's
+// credential headers and query parameters are removed, and cred is set
+// where u's clients put it (its first credential header, as a bearer
+// token when it says so; else its query parameter).
+func (m *mounts) setCredential(r *http.Request, u *upstream, cred string) {
+	for _, h := range m.credentialHeaders {
 		r.Header.Del(h)
 	}
+	q, changed := url.Values{}, false
 	if r.URL.RawQuery != "" {
-		if q := r.URL.Query(); q.Has("key") {
-			q.Del("key")
-			r.URL.RawQuery = q.Encode()
+		q = r.URL.Query()
+		for _, name := range m.credentialQueries {
+			changed = changed || q.Has(name)
+			q.Del(name)
 		}
 	}
-	switch provider {
-	case Anthropic:
-		r.Header.Set("X-Api-Key", cred)
-	case Gemini:
-		r.Header.Set("X-Goog-Api-Key", cred)
-	default:
-		r.Header.Set("Authorization", "Bearer "+cred)
+	switch {
+	case len(u.up.CredentialHeaders) > 0 && u.up.BearerCredential:
+		r.Header.Set(u.up.CredentialHeaders[0], "Bearer "+cred)
+	case len(u.up.CredentialHeaders) > 0:
+		r.Header.Set(u.up.CredentialHeaders[0], cred)
+	case u.up.CredentialQuery != "":
+		q.Set(u.up.CredentialQuery, cred)
+		changed = true
+	}
+	if changed {
+		r.URL.RawQuery = q.Encode()
 	}
 }
 
 // accountOf is the account of a request's calls: its key's Account, else
-// a digest of the credential that goes upstream ("cred-" and 16
-// characters of a SHA-256: the same credential gives the same account on
-// every replica, and the credential cannot be read back from it), else ""
-// (no credential: the upstream's guards, shared).
-func accountOf(k *Key, r *http.Request) string {
+// a digest of the credential that goes upstream, read where u's clients
+// put it first ("cred-" and 16 characters of a SHA-256: the same
+// credential gives the same account on every replica, and the credential
+// cannot be read back from it), else "" (no credential: the upstream's
+// guards, shared).
+func accountOf(k *Key, r *http.Request, u *upstream) string {
 	if k != nil && k.Account != "" {
 		return k.Account
 	}
 	cred := ""
-	for _, h := range []string{"X-Api-Key", "X-Goog-Api-Key", "Authorization"} {
+	for _, h := range u.credentials {
 		if v := strings.TrimSpace(r.Header.Get(h)); v != "" {
 			cred = v
 			if tok, ok := cutBearer(v); ok {
@@ -145,8 +158,13 @@ func accountOf(k *Key, r *http.Request) string {
 			break
 		}
 	}
-	if cred == "" && r.URL.RawQuery != "" {
-		cred = r.URL.Query().Get("key")
+	if cred == "" && r.URL.RawQuery != "" && len(u.queries) > 0 {
+		q := r.URL.Query()
+		for _, name := range u.queries {
+			if cred = q.Get(name); cred != "" {
+				break
+			}
+		}
 	}
 	if cred == "" {
 		return ""

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/agentledger/ledger/internal/provider"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -15,16 +16,16 @@ import (
 // client's response.
 type call struct {
 	g       *Gateway
-	rt      route
+	t       target // its provider and route
 	w       http.ResponseWriter
 	r       *http.Request
 	secrets secrets
 	client  client
 
 	ids    callIDs
-	info   requestInfo
-	body   []byte      // as sent upstream
-	header http.Header // as sent upstream, without the ledger headers
+	req    provider.Request // what the provider read of it; Body as sent upstream
+	model  string           // req.Model, as the events record it
+	header http.Header      // as sent upstream, without the ledger headers
 	url    *url.URL
 
 	requestID string            // the call's request ID, once the middleware gave it
@@ -54,9 +55,10 @@ func (c *call) serve() {
 		return
 	}
 	c.requestID = c.ids.request
-	c.info, c.body = inspect(c.rt, body)
+	c.req = c.t.u.p.Inspect(c.t.rt, body)
+	c.model = modelName(c.req.Model)
 	c.header = upstreamHeader(r.Header)
-	c.url = upstreamURL(g.origins[c.rt.api.provider()], r)
+	c.url = upstreamURL(c.t.u.origin, &c.t, r.URL.RawQuery)
 
 	var res Reservation
 	if c.ids.request != "" {
@@ -69,8 +71,8 @@ func (c *call) serve() {
 	ctx := context.WithValue(r.Context(), callKey{}, st)
 	_, err = retry.Do(ctx, g.mw, retry.Call{
 		SessionID: c.ids.session, RequestID: c.ids.request,
-		Provider: c.rt.api.provider(), Model: c.info.model,
-		Upstream:     g.breakerKey(c.rt.api.provider(), c.info.model),
+		Provider: c.t.u.name, Model: c.model,
+		Upstream:     g.breakerKey(c.t.u.name, c.model),
 		Account:      g.accountKey(c.client.account),
 		FirstAttempt: res.First,
 	}, c.attempt)
@@ -113,8 +115,8 @@ func (c *call) log(st *callState, start time.Time, err error) {
 	}
 	attrs := []slog.Attr{
 		slog.String("session_id", c.ids.session), slog.String("request_id", c.requestID),
-		slog.String("provider", c.rt.api.provider()), slog.String("model", c.info.model),
-		slog.String("path", c.r.URL.Path), slog.Bool("stream", c.info.stream),
+		slog.String("provider", c.t.u.name), slog.String("model", c.model),
+		slog.String("path", c.r.URL.Path), slog.Bool("stream", c.req.Stream),
 		slog.Int("attempts", st.events), slog.String("outcome", string(st.final)),
 		slog.Int64("billed_input_tokens", st.billed.InputTokens), slog.Int64("billed_output_tokens", st.billed.OutputTokens),
 		slog.Duration("elapsed", time.Since(start)),

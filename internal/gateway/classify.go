@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
-	panthropic "github.com/agentledger/ledger/internal/provider/anthropic"
-	pgemini "github.com/agentledger/ledger/internal/provider/gemini"
-	popenai "github.com/agentledger/ledger/internal/provider/openai"
+	"github.com/agentledger/ledger/internal/provider"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -27,7 +25,7 @@ type upstreamResponse struct {
 // stream) and cause (a transport failure, a timeout, the client gone) is
 // set, besides relay.
 type attemptError struct {
-	api       api
+	p         provider.Provider
 	resp      *upstreamResponse
 	streamErr []byte
 	header    http.Header // the response's, for streamErr
@@ -87,9 +85,9 @@ func (classifier) Classify(err error, now time.Time) (retry.Classification, bool
 	var c retry.Classification
 	switch {
 	case ae.resp != nil:
-		c = classifyResponse(ae.api, ae.resp, now)
+		c = ae.p.ClassifyResponse(ae.resp.status, ae.resp.header, ae.resp.body, now)
 	case ae.streamErr != nil:
-		c = classifyStreamError(ae.api, ae.header, ae.streamErr, now)
+		c = ae.p.ClassifyStreamError(ae.header, ae.streamErr, now)
 	case errors.Is(ae.cause, errClientGone):
 		c = retry.Classification{Kind: events.KindCanceled, Message: ae.cause.Error()}
 	default:
@@ -104,27 +102,4 @@ func (classifier) Classify(err error, now time.Time) (retry.Classification, bool
 	}
 	c.Message = ae.secrets.redact(c.Message)
 	return c, true
-}
-
-// classifyResponse classifies an upstream error response.
-func classifyResponse(a api, resp *upstreamResponse, now time.Time) retry.Classification {
-	switch a.provider() {
-	case Anthropic:
-		return panthropic.ClassifyResponse(resp.status, resp.header, resp.body, now)
-	case Gemini:
-		return pgemini.ClassifyResponse(resp.status, resp.body)
-	}
-	return popenai.ClassifyResponse(resp.status, resp.header, resp.body, now)
-}
-
-// classifyStreamError classifies the data of an error event in a stream.
-func classifyStreamError(a api, header http.Header, data []byte, now time.Time) retry.Classification {
-	switch a.provider() {
-	case Anthropic:
-		return panthropic.ClassifyStreamError(header, data, now)
-	case Gemini:
-		c, _ := pgemini.StreamError(data)
-		return c
-	}
-	return popenai.ClassifyStreamError(data)
 }

@@ -5,20 +5,57 @@
 // publishing one attempt event per attempt, accounted to the token, with
 // streams relayed event by event.
 //
-// # Routes
+// # Providers, mounts and routes
 //
-// Accounted, at the providers' own paths (the path and query go upstream
-// as received, to the provider's origin in Config.Upstreams):
+// The gateway speaks for the providers of a registry (Config.Providers,
+// a provider.Registry; nil: the built-in ones, Anthropic, OpenAI and
+// Gemini, which a program links with internal/provider/builtin). It knows
+// nothing of any provider's API itself: each provider (package
+// internal/provider and its folders) says which paths it accounts
+// (Match), what the gateway reads of a request and adds to it (Inspect:
+// the model, the stream flag, OpenAI's stream_options.include_usage),
+// the usage of a body and of a stream (BodyUsage, NewStream), how its
+// errors are classified, its error body, its credential headers and its
+// rate-limit headers.
 //
-//	POST /v1/messages                                       Anthropic
-//	POST /v1/chat/completions, /v1/responses, /v1/embeddings OpenAI
-//	POST /v1beta/models/{model}:generateContent              Gemini
+// Every provider is served under its mount, /NAME/: the mount is
+// stripped and the rest of the path is the provider's
+// (http://gateway/anthropic/v1/messages,
+// http://gateway/mistral/v1/chat/completions). The providers whose
+// Upstream says AtRoot (the three built-ins, whose paths do not collide)
+// are served at the root as well, at their own paths, as before mounts
+// existed:
+//
+//	POST /v1/messages                                       anthropic
+//	POST /v1/chat/completions, /v1/responses, /v1/embeddings openai
+//	POST /v1beta/models/{model}:generateContent              gemini
 //	POST /v1beta/models/{model}:streamGenerateContent        (v1 and v1alpha too)
 //
-// Anything else is proxied through unchanged and not accounted (the log
-// says so once per path); its upstream is picked by what only one
-// provider's clients send (Gemini's paths and key, Anthropic's version
-// header and key; OpenAI otherwise).
+// A provider added later (an OpenAI-compatible upstream) is reached at
+// its mount only. At the root, a provider's accounted path comes first,
+// then a mount, then the passthrough: the first provider at the root
+// whose Upstream.Passthrough recognises the request (Gemini's paths and
+// key, Anthropic's version header and key), else the root's Fallback
+// (OpenAI); a request none of them takes is answered 404. At a mount,
+// whatever the provider does not account is passed through to it.
+// Passthrough requests are proxied unchanged and not accounted (the log
+// says so once per path).
+//
+// # Origins
+//
+// A provider's requests go to its origin: Config.Upstreams[NAME] when
+// set, else the provider's own (Upstream().Origin); an Upstreams entry
+// whose name is not one of the providers' is an error naming the field.
+// An origin is a scheme, a host and an optional path prefix
+// (ParseOrigin), and the upstream URL is the origin's path followed by
+// the request's path after the mount, with the query as received: with
+// origin http://127.0.0.1:9090/openai, POST /openai/v1/chat/completions
+// (or, at the root, /v1/chat/completions) goes to
+// http://127.0.0.1:9090/openai/v1/chat/completions.
+//
+// The events record the provider's Name, and the breaker and the guards
+// of a call are keyed by it (NAME/model): an OpenAI-compatible upstream
+// shares OpenAI's routes, never its breaker or its limits.
 //
 // # Identity
 //
@@ -62,7 +99,9 @@
 // one; the file holds only its SHA-256) and is presented where the
 // provider's SDK puts its API key, so an unmodified SDK works:
 // Authorization: Bearer lk-... (OpenAI), x-api-key: lk-... (Anthropic),
-// x-goog-api-key: lk-... or ?key=lk-... (Gemini); or in X-Ledger-Key, when
+// x-goog-api-key: lk-... or ?key=lk-... (Gemini): any provider's
+// credential header or query parameter (Upstream.CredentialHeaders,
+// CredentialQuery); or in X-Ledger-Key, when
 // the client sends its own provider key in the provider's header. The
 // client key never goes upstream. A key names the client; it may fix the
 // session (session) or require a prefix of it (session_prefix), and
@@ -104,27 +143,31 @@
 // # Streams
 //
 // A server-sent event stream goes to the client event by event, flushed
-// after each, never buffered whole. Usage is read from the stream itself:
-// Anthropic's message_start (input and cache) and message_delta
-// (cumulative output); the last chunk of an OpenAI chat stream (the
-// gateway adds stream_options.include_usage when the client did not ask,
-// and then does not forward that chunk); response.completed of the
+// after each, never buffered whole. Usage is read from the stream itself,
+// by the provider's accountant (Provider.NewStream): Anthropic's
+// message_start (input and cache) and message_delta (cumulative output);
+// the last chunk of an OpenAI chat stream (the provider's Inspect adds
+// stream_options.include_usage when the client did not ask, and then the
+// gateway does not forward that chunk); response.completed of the
 // Responses API; Gemini's usageMetadata, a running total in every chunk.
 // Until the first event reaches the client a failure is retried (an
 // error event that comes first is kept to relay, should the attempt be
 // the last); after it the call ends with that attempt: a stream broken
 // upstream is cut for the client too, and its final event records what
 // the stream had reported. What a broken stream billed beyond that is not
-// knowable from it: an OpenAI stream's input (and, if a chunk carried
-// several tokens, part of its output; the gateway counts one per content
-// chunk), the output an Anthropic stream generated after its last usage
-// report. Gemini's running totals leave nothing out.
+// knowable from it (each provider's documentation says what its streams
+// leave out: an OpenAI stream's input, the output an Anthropic stream
+// generated after its last usage report; Gemini's running totals leave
+// nothing out).
 //
 // # Credentials
 //
-// Without keys, the client's credential headers (Authorization,
-// x-api-key, x-goog-api-key) and a key query parameter go upstream as
-// received; with them, as the key says (see Client keys). The
+// Without keys, the client's credential headers and query parameters
+// (every provider's Upstream.CredentialHeaders and CredentialQuery:
+// Authorization, x-api-key, x-goog-api-key, ?key=) go upstream as
+// received; with them, as the key says (see Client keys): the key's
+// credential for the call's provider replaces them all, in that
+// provider's first credential header. The
 // gateway never logs a header, and redacts every credential of the
 // request from the messages of its events and logs. The ledger's own
 // headers reach the upstream only with Config.ForwardLedgerHeaders (for

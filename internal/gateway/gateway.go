@@ -9,21 +9,17 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/netlimit"
+	"github.com/agentledger/ledger/internal/provider"
 	"github.com/agentledger/ledger/internal/retry"
 )
-
-// DefaultUpstreams are the providers' public endpoints.
-var DefaultUpstreams = map[string]string{
-	Anthropic: "https://api.anthropic.com",
-	OpenAI:    "https://api.openai.com",
-	Gemini:    "https://generativelanguage.googleapis.com",
-}
 
 // Defaults of Config.
 const (
@@ -41,9 +37,17 @@ const maxErrorBody = 1 << 20
 // Config configures a Gateway. Retry.Sink is required; every other zero
 // value selects its default.
 type Config struct {
-	// Upstreams maps a provider to its origin (scheme, host and port);
-	// the request's path is kept as received. A provider missing here
-	// gets its DefaultUpstreams entry.
+	// Providers are the providers the gateway speaks for, each served
+	// under /NAME/ and, when its Upstream says AtRoot, at the root too
+	// (see the package documentation). Nil: the built-in providers
+	// (provider.Builtin: those whose package the program links, with
+	// internal/provider/builtin).
+	Providers *provider.Registry
+	// Upstreams maps a provider's name to its origin, in place of the
+	// provider's own (Upstream().Origin): scheme, host, port and an
+	// optional path prefix, which the request's path (after its mount)
+	// is appended to (ParseOrigin). A name that is not one of Providers'
+	// is an error.
 	Upstreams map[string]string
 	// Retry configures the retry middleware the gateway runs every call
 	// under: Policy, Breakers (the circuit breakers, one per upstream:
@@ -111,7 +115,7 @@ func DefaultTransport() *http.Transport {
 // through. It is safe for concurrent use and starts no goroutines.
 type Gateway struct {
 	cfg         Config
-	origins     map[string]*url.URL
+	mounts      *mounts
 	mw          *retry.Middleware
 	maxAttempts int // attempt numbers a call may use: MaxRetries+1
 	attempts    AttemptNumbers
@@ -134,13 +138,13 @@ func New(cfg Config) (*Gateway, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, origins: make(map[string]*url.URL), attempts: cfg.Attempts, transport: cfg.Transport, log: cfg.Logger}
-	for _, p := range []string{Anthropic, OpenAI, Gemini} {
-		u, err := ParseOrigin(cfg.Upstreams[p])
-		if err != nil {
-			return nil, fmt.Errorf("gateway: upstream of %s: %w", p, err)
-		}
-		g.origins[p] = u
+	g := &Gateway{cfg: cfg, attempts: cfg.Attempts, transport: cfg.Transport, log: cfg.Logger}
+	var err error
+	if g.mounts, err = newMounts(cfg.Providers, cfg.Upstreams); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if err := cfg.Keys.check(cfg.Providers); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	ro := cfg.Retry
 	if ro.Policy == (retry.Policy{}) {
@@ -152,6 +156,9 @@ func New(cfg Config) (*Gateway, error) {
 	ro.Policy.AttemptTimeout, ro.Policy.StreamIdleTimeout = 0, 0
 	ro.Sink = trackingSink{next: cfg.Retry.Sink}
 	ro.Classifier = retry.Chain{classifier{}, cfg.Retry.Classifier}
+	if ro.RateLimits == nil {
+		ro.RateLimits = g.rateLimits
+	}
 	mw, err := retry.New(ro)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -174,17 +181,9 @@ func (c *Config) defaults() error {
 	if c.Retry.Sink == nil {
 		return errors.New("gateway: Retry.Sink is nil; it is required")
 	}
-	ups := make(map[string]string, len(DefaultUpstreams))
-	for p, u := range DefaultUpstreams {
-		ups[p] = u
+	if c.Providers == nil {
+		c.Providers = provider.Builtin()
 	}
-	for p, u := range c.Upstreams {
-		if _, ok := ups[p]; !ok {
-			return fmt.Errorf("gateway: Upstreams: %q is not a provider the gateway speaks for (anthropic, openai, gemini)", p)
-		}
-		ups[p] = u
-	}
-	c.Upstreams = ups
 	if c.Attempts == nil {
 		c.Attempts = NewMemoryAttempts()
 	}
@@ -233,8 +232,11 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// ParseOrigin parses an upstream's origin: http or https, a host, and no
-// path (other than "/"), query, fragment or credentials.
+// ParseOrigin parses an upstream's origin: http or https, a host, an
+// optional path prefix (the request's path after its mount is appended
+// to it: "http://127.0.0.1:9090/openai" sends /v1/chat/completions to
+// /openai/v1/chat/completions), and no query, fragment or credentials.
+// A trailing "/" is dropped.
 func ParseOrigin(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	switch {
@@ -244,13 +246,22 @@ func ParseOrigin(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("%q: the scheme must be http or https", s)
 	case u.Host == "":
 		return nil, fmt.Errorf("%q has no host", s)
-	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
-		return nil, fmt.Errorf("%q must be an origin (scheme, host and port): the request's path is kept as received", s)
+	case u.RawQuery != "", u.ForceQuery, u.Fragment != "":
+		return nil, fmt.Errorf("%q must be an origin with an optional path prefix: no query or fragment", s)
 	case u.User != nil:
 		return nil, fmt.Errorf("%q must not carry credentials: the client's credential headers are passed through", s)
 	}
-	u.Path = ""
+	u.Path, u.RawPath = strings.TrimRight(u.Path, "/"), strings.TrimRight(u.RawPath, "/")
 	return u, nil
+}
+
+// rateLimits is the reader of the rate-limit headers of the provider
+// named name, for the retry middleware's guards.
+func (g *Gateway) rateLimits(name string) guard.RateLimitParser {
+	if u := g.mounts.byName[name]; u != nil {
+		return u.p
+	}
+	return nil
 }
 
 // Middleware returns the retry middleware the gateway runs calls under,
@@ -260,37 +271,36 @@ func (g *Gateway) Middleware() *retry.Middleware { return g.mw }
 // ServeHTTP accounts the providers' model calls and proxies everything
 // else through.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt, accounted := match(r)
-	provider := passthroughProvider(r)
-	if accounted {
-		provider = rt.api.provider()
+	t, ok := g.mounts.resolve(r)
+	if !ok {
+		g.requests.Add(1)
+		why := "no provider at the gateway's root takes this request, and it names no mount: use /NAME/... for NAME in " + strings.Join(g.cfg.Providers.Names(), ", ")
+		g.logRefusal(r, "no_route", why)
+		w.Header().Set(HeaderGatewayError, "no_route")
+		http.Error(w, why, http.StatusNotFound)
+		return
 	}
-	sec := secretsOf(r)
-	cl, ok := g.authenticate(w, r, provider, &sec)
+	sec := g.mounts.secretsOf(r)
+	cl, ok := g.authenticate(w, r, t.u, &sec)
 	if !ok {
 		g.requests.Add(1)
 		return
 	}
-	// A keyed client's calls are capped by its key; otherwise by its
-	// credential (Limits.ClientID).
-	clientID := ""
-	if cl.key != nil {
-		clientID = "key-" + cl.key.Name
-	}
-	if !accounted {
-		g.limit(w, r.WithContext(context.WithValue(r.Context(), providerKey{}, provider)), provider, clientID, g.passthrough)
+	clientID := g.clientOf(cl, r)
+	if !t.accounted {
+		g.limit(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, &t)), t.u, clientID, g.passthrough)
 		return
 	}
 	g.accounted.Add(1)
-	g.limit(w, r, provider, clientID, func(w http.ResponseWriter, r *http.Request) {
-		c := &call{g: g, rt: rt, w: w, r: r, secrets: sec, client: cl}
+	g.limit(w, r, t.u, clientID, func(w http.ResponseWriter, r *http.Request) {
+		c := &call{g: g, t: t, w: w, r: r, secrets: sec, client: cl}
 		c.serve()
 	})
 }
 
-// providerKey is the context key of a passthrough request's provider,
-// picked before the client key was taken out of it.
-type providerKey struct{}
+// targetKey is the context key of a passthrough request's target,
+// resolved before the client key was taken out of it.
+type targetKey struct{}
 
 // maxBreakerModels bounds the models that get a breaker of their own
 // (clients name models, so the set is theirs to grow): past it, a

@@ -45,7 +45,7 @@ func TestRetriedUntilSuccess(t *testing.T) {
 		assert.Equal(t, i, ev.Attempt)
 		assert.Equal(t, reqID, ev.RequestID)
 		assert.Equal(t, "sess-a", ev.SessionID)
-		assert.Equal(t, Anthropic, ev.Provider)
+		assert.Equal(t, anthropic, ev.Provider)
 		assert.Equal(t, "claude-test", ev.Model)
 	}
 	reqs := up.requests()

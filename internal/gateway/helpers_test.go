@@ -15,8 +15,26 @@ import (
 
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/provider"
+	_ "github.com/agentledger/ledger/internal/provider/builtin"
 	"github.com/agentledger/ledger/internal/retry"
 )
+
+// The built-in providers' names, as the events record them.
+const (
+	anthropic = "anthropic"
+	openai    = "openai"
+	gemini    = "gemini"
+)
+
+// testMounts are the mounts of the built-in providers at their own
+// origins.
+func testMounts(t testing.TB) *mounts {
+	t.Helper()
+	m, err := newMounts(provider.Builtin(), nil)
+	require.NoError(t, err)
+	return m
+}
 
 // testPolicy retries twice, quickly.
 func testPolicy() retry.Policy {
@@ -59,7 +77,7 @@ func newHarness(t testing.TB, origin string, mod func(*Config)) *harness {
 	group, err := breaker.NewGroup(breaker.Config{FailureThreshold: 1000})
 	require.NoError(t, err)
 	cfg := Config{
-		Upstreams:         map[string]string{Anthropic: origin, OpenAI: origin, Gemini: origin},
+		Upstreams:         map[string]string{anthropic: origin, openai: origin, gemini: origin},
 		Retry:             retry.Options{Policy: testPolicy(), Sink: h.sink, Breakers: group},
 		AttemptTimeout:    2 * time.Second,
 		StreamIdleTimeout: 2 * time.Second,

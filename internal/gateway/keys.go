@@ -11,11 +11,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/provider"
 )
 
 // KeyPrefix starts every client key, so that the gateway tells one apart
@@ -50,8 +53,9 @@ type Key struct {
 	// Labels are the client's default labels. Not yet applied: the
 	// contract has no labels yet; they are read and kept for when it does.
 	Labels map[string]string
-	// Credentials maps a provider (anthropic, openai, gemini) to the API
-	// key the gateway sends upstream in place of the client key.
+	// Credentials maps a provider's name (anthropic, openai, gemini, or
+	// any other of the gateway's Providers) to the API key the gateway
+	// sends upstream in place of the client key.
 	Credentials map[string]string
 
 	hash [sha256.Size]byte
@@ -202,8 +206,8 @@ func (e *keyEntry) key(getenv func(string) string) (*Key, error) {
 		k.Credentials = make(map[string]string, len(e.Credentials))
 	}
 	for p, c := range e.Credentials {
-		if _, ok := DefaultUpstreams[p]; !ok {
-			return nil, fmt.Errorf("%s: credentials: %q is not a provider the gateway speaks for (anthropic, openai, gemini)", e.Name, p)
+		if err := provider.ValidateName("credentials", p); err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Name, err)
 		}
 		v := c.Value
 		switch {
@@ -254,4 +258,21 @@ func (k *Keys) Names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// check refuses keys whose credentials name a provider that is not one
+// of reg's: the credential would never be sent. Nil keys pass.
+func (k *Keys) check(reg *provider.Registry) error {
+	if k == nil {
+		return nil
+	}
+	keys := slices.SortedFunc(maps.Values(k.byHash), func(a, b *Key) int { return strings.Compare(a.Name, b.Name) })
+	for _, v := range keys {
+		for _, p := range slices.Sorted(maps.Keys(v.Credentials)) {
+			if _, ok := reg.Lookup(p); !ok {
+				return fmt.Errorf("Keys: %s: credentials: %q is not one of the gateway's providers (%s)", v.Name, p, strings.Join(reg.Names(), ", "))
+			}
+		}
+	}
+	return nil
 }

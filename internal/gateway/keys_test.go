@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/internal/retry"
 )
 
 // keyFileFor is a key file with two clients: "team-a" (its key holds the
@@ -163,7 +165,7 @@ func TestParseKeysRefuses(t *testing.T) {
 		{"bad name", `{"keys":[{"name":"a b",` + h + `}]}`, []string{"keys[0]", "name"}},
 		{"bad hash", `{"keys":[{"name":"a","sha256":"abc"}]}`, []string{"keys[0]", "sha256"}},
 		{"both sessions", `{"keys":[{"name":"a",` + h + `,"session":"s","session_prefix":"p"}]}`, []string{"session_prefix"}},
-		{"bad provider", `{"keys":[{"name":"a",` + h + `,"credentials":{"azure":{"value":"x"}}}]}`, []string{"azure"}},
+		{"bad provider name", `{"keys":[{"name":"a",` + h + `,"credentials":{"Azure OpenAI":{"value":"x"}}}]}`, []string{"Azure OpenAI", "credentials"}},
 		{"unset env", `{"keys":[{"name":"a",` + h + `,"credentials":{"openai":{"env":"NOPE"}}}]}`, []string{"credentials.openai", "NOPE"}},
 		{"client key as credential", `{"keys":[{"name":"a",` + h + `,"credentials":{"openai":{"value":"lk-x"}}}]}`, []string{"credentials.openai"}},
 		{"same hash", `{"keys":[{"name":"a",` + h + `},{"name":"b",` + h + `}]}`, []string{"keys[1]", "a's"}},
@@ -174,6 +176,20 @@ func TestParseKeysRefuses(t *testing.T) {
 		for _, w := range tc.want {
 			assert.Contains(t, err.Error(), w, tc.name)
 		}
+	}
+}
+
+// A key whose credentials name a provider the gateway does not have is
+// refused by New, naming the field, the key and the provider: its
+// credential would never be sent.
+func TestKeysNameTheGatewaysProviders(t *testing.T) {
+	h := `"sha256":"` + strings.Repeat("0", 64) + `"`
+	keys, err := ParseKeys(strings.NewReader(`{"keys":[{"name":"a",`+h+`,"credentials":{"openai":{"value":"sk-1"},"azure":{"value":"x"}}}]}`), func(string) string { return "" })
+	require.NoError(t, err, "the file names a provider by the rule; which providers exist is the gateway's")
+	_, err = New(Config{Retry: retry.Options{Sink: retry.NewMemorySink()}, Keys: keys})
+	require.Error(t, err)
+	for _, w := range []string{"Keys", "a", `"azure"`, "anthropic, gemini, openai"} {
+		assert.Contains(t, err.Error(), w)
 	}
 }
 

@@ -35,8 +35,10 @@ type Limits struct {
 	// (ClientID); past it they are answered 429 with retry-after.
 	// Default DefaultMaxCallsPerClient.
 	MaxCallsPerClient int
-	// ClientID names the client of a request. Default
-	// CredentialClientID.
+	// ClientID names the client of a request without a client key (a
+	// keyed client is named by its key). Nil: a digest of its credential,
+	// the one its guards' account is named by, so that the calls of one
+	// API key share its cap; "anonymous" for a request without one.
 	ClientID func(*http.Request) string
 	// Timeouts bound a request's body and each write of its answer;
 	// zero fields get netlimit's defaults.
@@ -53,9 +55,6 @@ func (l *Limits) defaults(log *slog.Logger) error {
 	}
 	if l.MaxCallsPerClient == 0 {
 		l.MaxCallsPerClient = DefaultMaxCallsPerClient
-	}
-	if l.ClientID == nil {
-		l.ClientID = CredentialClientID
 	}
 	t := &l.Timeouts
 	if t.BodyTimeout == 0 {
@@ -82,13 +81,17 @@ func (l *Limits) defaults(log *slog.Logger) error {
 	return nil
 }
 
-// CredentialClientID names a request's client by a digest of its
-// credential, the one its guards' account is named by (accountOf): the
-// calls of one API key share its cap. A request without one is the
-// client "anonymous".
-func CredentialClientID(r *http.Request) string {
-	if a := accountOf(nil, r); a != "" {
-		return a
+// clientOf names the client of r whose calls in flight are capped: its
+// key, else Limits.ClientID, else the account of its credential
+// ("anonymous" for none).
+func (g *Gateway) clientOf(cl client, r *http.Request) string {
+	switch {
+	case cl.key != nil:
+		return "key-" + cl.key.Name
+	case g.cfg.Limits.ClientID != nil:
+		return g.cfg.Limits.ClientID(r)
+	case cl.account != "":
+		return cl.account
 	}
 	return "anonymous"
 }
@@ -118,19 +121,15 @@ func (g *Gateway) Stats() Stats {
 func (g *Gateway) Refusals() *netlimit.Refusals { return g.refusals }
 
 // limit serves r under the limits: the timeouts, and the cap of r's
-// client's calls in flight. provider is the upstream r goes to, whose
-// error format a refusal takes; clientID names r's client ("":
-// Limits.ClientID of r).
-func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, provider, clientID string, serve http.HandlerFunc) {
+// client's calls in flight. u is the upstream r goes to, whose error
+// format a refusal takes; clientID names r's client (clientOf).
+func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, u *upstream, clientID string, serve http.HandlerFunc) {
 	g.requests.Add(1)
 	w, r, done := g.cfg.Limits.Timeouts.Wrap(w, r)
 	defer done()
-	if clientID == "" {
-		clientID = g.cfg.Limits.ClientID(r)
-	}
 	release, ok := g.perClient.Acquire(clientID)
 	if !ok {
-		g.refuse(w, r, provider, netlimit.ReasonClientCalls, http.StatusTooManyRequests,
+		g.refuse(w, r, u, netlimit.ReasonClientCalls, http.StatusTooManyRequests,
 			fmt.Sprintf("this client has %d requests in flight, the gateway's limit per client", g.perClient.Max()), budgetRetryAfter)
 		return
 	}
@@ -140,7 +139,7 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, provider, client
 
 // refuse answers a request a limit refused, counting and logging it, and
 // closes the connection (its body may be unread).
-func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, provider, reason string, status int, msg string, retryAfter time.Duration) {
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, u *upstream, reason string, status int, msg string, retryAfter time.Duration) {
 	g.refusals.Refuse(r.Context(), reason, "gateway: request refused: "+msg,
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
 	w.Header().Set("Connection", "close")
@@ -148,7 +147,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, provider, reaso
 	if reason == netlimit.ReasonBodyTooLarge {
 		header = "too_large" // as it was before the reasons were counted
 	}
-	writeGatewayError(w, provider, "", status, header, msg, retryAfter)
+	writeGatewayError(w, u, "", status, header, msg, retryAfter)
 }
 
 // bodyError answers a call whose body could not be read, unless the
@@ -158,13 +157,13 @@ func (c *call) bodyError(err error) {
 	var tl *netlimit.TooLargeError
 	switch {
 	case errors.As(err, &tl):
-		g.refuse(c.w, c.r, c.rt.api.provider(), netlimit.ReasonBodyTooLarge, http.StatusRequestEntityTooLarge,
+		g.refuse(c.w, c.r, c.t.u, netlimit.ReasonBodyTooLarge, http.StatusRequestEntityTooLarge,
 			"the request body is larger than the gateway's limit of "+byteSize(g.cfg.MaxRequestBytes), 0)
 	case errors.Is(err, netlimit.ErrBudget):
-		g.refuse(c.w, c.r, c.rt.api.provider(), netlimit.ReasonBodyBudget, http.StatusServiceUnavailable,
+		g.refuse(c.w, c.r, c.t.u, netlimit.ReasonBodyBudget, http.StatusServiceUnavailable,
 			"the gateway holds its limit of "+byteSize(g.budget.Max())+" of request bodies in flight; try again shortly", budgetRetryAfter)
 	case errors.Is(err, netlimit.ErrBodyTimeout):
-		g.refuse(c.w, c.r, c.rt.api.provider(), netlimit.ReasonBodyTimeout, http.StatusRequestTimeout, err.Error(), 0)
+		g.refuse(c.w, c.r, c.t.u, netlimit.ReasonBodyTimeout, http.StatusRequestTimeout, err.Error(), 0)
 	}
 	// otherwise the client went away mid-request
 }
@@ -182,13 +181,18 @@ func (g *Gateway) readBody(r *http.Request) (*netlimit.Body, error) {
 // passthroughError answers a request proxied through whose proxying
 // failed.
 func (g *Gateway) passthroughError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, netlimit.ErrBodyTimeout) || netlimit.TimedOut(r) {
-		g.refuse(w, r, passthroughProvider(r), netlimit.ReasonBodyTimeout, http.StatusRequestTimeout, netlimit.ErrBodyTimeout.Error(), 0)
+	t, _ := r.Context().Value(targetKey{}).(*target)
+	if t == nil {
+		resolved, _ := g.mounts.resolve(r)
+		t = &resolved
+	}
+	if t.u != nil && (errors.Is(err, netlimit.ErrBodyTimeout) || netlimit.TimedOut(r)) {
+		g.refuse(w, r, t.u, netlimit.ReasonBodyTimeout, http.StatusRequestTimeout, netlimit.ErrBodyTimeout.Error(), 0)
 		return
 	}
 	if r.Context().Err() == nil {
 		g.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: proxying failed",
-			slog.String("path", r.URL.Path), slog.String("error", secretsOf(r).redact(err.Error())))
+			slog.String("path", r.URL.Path), slog.String("error", g.mounts.secretsOf(r).redact(err.Error())))
 	}
 	w.Header().Set(HeaderGatewayError, "upstream_unreachable")
 	w.WriteHeader(http.StatusBadGateway)

@@ -239,11 +239,20 @@ func TestCallsPerClientCapped(t *testing.T) {
 }
 
 func TestCredentialClientID(t *testing.T) {
-	r1, _ := http.NewRequest("POST", "http://x/v1/messages", nil)
-	r1.Header.Set("X-Api-Key", "a")
-	r2, _ := http.NewRequest("POST", "http://x/v1beta/models/m:generateContent?key=a", nil)
-	r3, _ := http.NewRequest("POST", "http://x/v1/messages", nil)
-	assert.Equal(t, CredentialClientID(r1), CredentialClientID(r2))
-	assert.NotContains(t, CredentialClientID(r1), "a\"")
-	assert.Equal(t, "anonymous", CredentialClientID(r3))
+	g := &Gateway{mounts: testMounts(t)}
+	clientID := func(target string, kv ...string) string {
+		r, _ := http.NewRequest("POST", "http://x"+target, nil)
+		for i := 0; i+1 < len(kv); i += 2 {
+			r.Header.Set(kv[i], kv[i+1])
+		}
+		tg, ok := g.mounts.resolve(r)
+		require.True(t, ok)
+		return g.clientOf(client{account: accountOf(nil, r, tg.u)}, r)
+	}
+	id := clientID("/v1/messages", "X-Api-Key", "a")
+	assert.Equal(t, id, clientID("/v1beta/models/m:generateContent?key=a"))
+	assert.Equal(t, id, clientID("/gemini/v1beta/models/m:generateContent?key=a"), "at a mount too")
+	assert.NotContains(t, id, "a\"")
+	assert.Equal(t, "anonymous", clientID("/v1/messages"))
+	assert.Equal(t, "key-k", g.clientOf(client{key: &Key{Name: "k"}, account: id}, nil))
 }

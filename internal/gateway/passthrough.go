@@ -7,16 +7,24 @@ import (
 )
 
 // newProxy is the reverse proxy of the requests the gateway does not
-// account: to the upstream passthroughProvider picks, unchanged but for
-// the hop-by-hop headers and (unless forwarded) the ledger's own.
+// account: to the upstream resolve picked (its origin, path prefix
+// included, followed by the path relative to the provider's mount),
+// unchanged but for the hop-by-hop headers and (unless forwarded) the
+// ledger's own.
 func (g *Gateway) newProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			p, _ := pr.In.Context().Value(providerKey{}).(string)
-			if p == "" {
-				p = passthroughProvider(pr.In)
+			t, _ := pr.In.Context().Value(targetKey{}).(*target)
+			if t == nil {
+				resolved, ok := g.mounts.resolve(pr.In)
+				if !ok {
+					return // ServeHTTP answers such a request itself
+				}
+				t = &resolved
 			}
-			pr.SetURL(g.origins[p])
+			u := upstreamURL(t.u.origin, t, pr.In.URL.RawQuery)
+			pr.Out.URL = u
+			pr.Out.Host = ""
 			if !g.cfg.ForwardLedgerHeaders {
 				for _, k := range []string{HeaderSessionID, HeaderRequestID, HeaderAttempt} {
 					pr.Out.Header.Del(k)
@@ -33,8 +41,12 @@ func (g *Gateway) newProxy() *httputil.ReverseProxy {
 // the first one of each path.
 func (g *Gateway) passthrough(w http.ResponseWriter, r *http.Request) {
 	if first, full := g.unaccounted.first(r.Method + " " + r.URL.Path); first {
+		upstream := ""
+		if t, _ := r.Context().Value(targetKey{}).(*target); t != nil {
+			upstream = t.u.name
+		}
 		g.log.LogAttrs(r.Context(), slog.LevelInfo, "gateway: not accounted: proxied through unchanged (logged once per path)",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("upstream", passthroughProvider(r)))
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("upstream", upstream))
 		if full {
 			g.log.LogAttrs(r.Context(), slog.LevelInfo, "gateway: further paths that are not accounted are not logged")
 		}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -27,7 +26,8 @@ const (
 	// than relayed, with the reason: circuit_open, upstream_unreachable,
 	// upstream_timeout, bad_request, too_large, attempts_exhausted,
 	// request_owned, attempts_unknown, ledger_unavailable,
-	// unauthenticated, session_forbidden, and the limits' body_budget
+	// unauthenticated, session_forbidden, no_route (404: no provider
+	// takes the request), and the limits' body_budget
 	// (503), body_timeout (408) and client_calls (429).
 	HeaderGatewayError = "X-Ledger-Gateway-Error"
 )
@@ -35,42 +35,6 @@ const (
 // unknownModel is the model of the events of a request that names none
 // (the provider will refuse it).
 const unknownModel = "unknown"
-
-// requestInfo is what the gateway reads of an accounted request.
-type requestInfo struct {
-	model  string
-	stream bool
-	// injectedUsage: the gateway added stream_options.include_usage to an
-	// OpenAI chat stream, so the usage chunk is not the client's.
-	injectedUsage bool
-}
-
-// inspect reads the model and the stream flag of an accounted request,
-// and makes an OpenAI chat stream report its usage (returning the body to
-// send upstream). A body that is not JSON is sent as it is: the provider
-// will refuse it.
-func inspect(rt route, body []byte) (requestInfo, []byte) {
-	var info requestInfo
-	var req struct {
-		Model         string          `json:"model"`
-		Stream        bool            `json:"stream"`
-		StreamOptions json.RawMessage `json:"stream_options"`
-	}
-	parsed := json.Unmarshal(body, &req) == nil
-	info.model, info.stream = req.Model, req.Stream
-	switch rt.api {
-	case apiGeminiGenerate, apiGeminiStreamGenerate:
-		info.model, info.stream = rt.model, rt.api == apiGeminiStreamGenerate
-	case apiOpenAIEmbeddings:
-		info.stream = false
-	case apiOpenAIChat:
-		if parsed && req.Stream {
-			body, info.injectedUsage = includeUsage(body, req.StreamOptions)
-		}
-	}
-	info.model = modelName(info.model)
-	return info, body
-}
 
 // modelName makes a model name fit the contract: valid UTF-8, 1 to
 // events.MaxModelLength bytes.
@@ -87,45 +51,6 @@ func modelName(m string) string {
 		m = m[:cut]
 	}
 	return m
-}
-
-// includeUsageMember is what the gateway adds to an OpenAI chat stream's
-// request that has no stream_options.
-const includeUsageMember = `"stream_options":{"include_usage":true},`
-
-// includeUsage returns body with stream_options.include_usage set, and
-// whether the gateway had to set it. A request without stream_options
-// gets the member inserted first, leaving the rest byte for byte; one with
-// stream_options of its own has it rewritten (and the body re-encoded).
-func includeUsage(body []byte, opts json.RawMessage) ([]byte, bool) {
-	o := bytes.TrimSpace(opts)
-	if len(o) == 0 || string(o) == "null" {
-		i := bytes.IndexByte(body, '{')
-		out := make([]byte, 0, len(body)+len(includeUsageMember))
-		out = append(append(append(out, body[:i+1]...), includeUsageMember...), body[i+1:]...)
-		return out, true
-	}
-	var so map[string]json.RawMessage
-	if json.Unmarshal(o, &so) != nil {
-		return body, false // not an object: the provider will refuse it
-	}
-	if v := bytes.TrimSpace(so["include_usage"]); string(v) == "true" {
-		return body, false
-	}
-	so["include_usage"] = json.RawMessage("true")
-	var top map[string]json.RawMessage
-	if json.Unmarshal(body, &top) != nil {
-		return body, false
-	}
-	var err error
-	if top["stream_options"], err = json.Marshal(so); err != nil {
-		return body, false
-	}
-	out, err := json.Marshal(top)
-	if err != nil {
-		return body, false
-	}
-	return out, true
 }
 
 // hopHeaders are the hop-by-hop headers, which a proxy does not forward.
@@ -172,11 +97,21 @@ func clientHeader(dst, src http.Header) {
 	dst.Del("Content-Length")
 }
 
-// upstreamURL is the request's URL at origin: the path and query as the
-// client sent them.
-func upstreamURL(origin *url.URL, r *http.Request) *url.URL {
+// upstreamURL is the URL of a request to t at origin: origin's path
+// prefix followed by the path relative to the provider's mount, and the
+// query as the client sent it.
+func upstreamURL(origin *url.URL, t *target, rawQuery string) *url.URL {
 	u := *origin
-	u.Path, u.RawPath, u.RawQuery = r.URL.Path, r.URL.RawPath, r.URL.RawQuery
+	u.Path = origin.Path + t.path
+	u.RawPath = ""
+	if t.rawPath != "" || origin.RawPath != "" {
+		rp := t.rawPath
+		if rp == "" {
+			rp = (&url.URL{Path: t.path}).EscapedPath()
+		}
+		u.RawPath = origin.EscapedPath() + rp
+	}
+	u.RawQuery = rawQuery
 	return &u
 }
 

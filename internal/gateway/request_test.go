@@ -2,109 +2,26 @@ package gateway
 
 import (
 	"cmp"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func TestMatch(t *testing.T) {
-	tests := []struct {
-		method, path string
-		ok           bool
-		api          api
-		model        string
-	}{
-		{"POST", "/v1/messages", true, apiAnthropicMessages, ""},
-		{"POST", "/v1/chat/completions", true, apiOpenAIChat, ""},
-		{"POST", "/v1/responses", true, apiOpenAIResponses, ""},
-		{"POST", "/v1/embeddings", true, apiOpenAIEmbeddings, ""},
-		{"POST", "/v1beta/models/gemini-2.5-flash:generateContent", true, apiGeminiGenerate, "gemini-2.5-flash"},
-		{"POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent", true, apiGeminiStreamGenerate, "gemini-2.5-flash"},
-		{"POST", "/v1/models/gemini-pro:generateContent", true, apiGeminiGenerate, "gemini-pro"},
-		{"POST", "/v1beta/models/gemini-2.5-flash:countTokens", false, 0, ""},
-		{"POST", "/v1beta/models/:generateContent", false, 0, ""},
-		{"POST", "/v1beta/tunedModels/x:generateContent", false, 0, ""},
-		{"POST", "/v1/messages/count_tokens", false, 0, ""},
-		{"POST", "/v1/messages/batches", false, 0, ""},
-		{"GET", "/v1/messages", false, 0, ""},
-		{"GET", "/v1/models", false, 0, ""},
-		{"POST", "/v2/chat/completions", false, 0, ""},
-	}
-	for _, tt := range tests {
-		r := httptest.NewRequest(tt.method, tt.path, nil)
-		rt, ok := match(r)
-		require.Equal(t, tt.ok, ok, "%s %s", tt.method, tt.path)
-		if ok {
-			assert.Equal(t, tt.api, rt.api, tt.path)
-			assert.Equal(t, tt.model, rt.model, tt.path)
-		}
-	}
-}
-
-func TestPassthroughProvider(t *testing.T) {
-	req := func(path string, kv ...string) *http.Request {
-		r := httptest.NewRequest("GET", path, nil)
-		for i := 0; i+1 < len(kv); i += 2 {
-			r.Header.Set(kv[i], kv[i+1])
-		}
-		return r
-	}
-	assert.Equal(t, Gemini, passthroughProvider(req("/v1beta/models")))
-	assert.Equal(t, Gemini, passthroughProvider(req("/v1/files?key=abc")))
-	assert.Equal(t, Gemini, passthroughProvider(req("/upload/v1beta/files", "X-Goog-Api-Key", "k")))
-	assert.Equal(t, Anthropic, passthroughProvider(req("/v1/models", "Anthropic-Version", "2023-06-01")))
-	assert.Equal(t, Anthropic, passthroughProvider(req("/v1/messages/batches")))
-	assert.Equal(t, OpenAI, passthroughProvider(req("/v1/models", "Authorization", "Bearer k")))
-}
-
-func TestInspect(t *testing.T) {
-	chat := route{api: apiOpenAIChat}
-	body := []byte(` {"model":"gpt-4.1","stream":true,"messages":[{"role":"user","content":"{hi}"}]}`)
-	info, sent := inspect(chat, body)
-	assert.Equal(t, requestInfo{model: "gpt-4.1", stream: true, injectedUsage: true}, info)
-	assert.Equal(t, ` {"stream_options":{"include_usage":true},"model":"gpt-4.1","stream":true,"messages":[{"role":"user","content":"{hi}"}]}`, string(sent),
-		"inserted first; the rest byte for byte")
-
-	body = []byte(`{"model":"m","stream":true,"stream_options":{"include_obfuscation":false},"messages":[]}`)
-	info, sent = inspect(chat, body)
-	assert.True(t, info.injectedUsage)
-	var got struct {
-		Model         string          `json:"model"`
-		StreamOptions map[string]bool `json:"stream_options"`
-	}
-	require.NoError(t, json.Unmarshal(sent, &got))
-	assert.Equal(t, map[string]bool{"include_obfuscation": false, "include_usage": true}, got.StreamOptions, "the client's options kept")
-	assert.Equal(t, "m", got.Model)
-
-	body = []byte(`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`)
-	info, sent = inspect(chat, body)
-	assert.False(t, info.injectedUsage)
-	assert.Equal(t, body, sent)
-
-	body = []byte(`{"model":"m","stream_options":null,"stream":true}`)
-	info, sent = inspect(chat, body)
-	assert.True(t, info.injectedUsage)
-	assert.True(t, strings.HasPrefix(string(sent), `{"stream_options":{"include_usage":true},`))
-
-	body = []byte(`{"model":"m","messages":[]}`)
-	info, sent = inspect(chat, body)
-	assert.Equal(t, requestInfo{model: "m"}, info)
-	assert.Equal(t, body, sent, "a call that does not stream is sent as it is")
-
-	info, sent = inspect(route{api: apiGeminiStreamGenerate, model: "g"}, []byte(`{"contents":[]}`))
-	assert.Equal(t, requestInfo{model: "g", stream: true}, info)
-	assert.Equal(t, `{"contents":[]}`, string(sent))
-
-	info, _ = inspect(route{api: apiAnthropicMessages}, []byte(`not json`))
-	assert.Equal(t, unknownModel, info.model)
-	info, _ = inspect(route{api: apiAnthropicMessages}, []byte(`{"model":"`+strings.Repeat("é", 200)+`"}`))
-	assert.LessOrEqual(t, len(info.model), 256)
-	assert.True(t, strings.HasPrefix(info.model, "é"))
+// The model a request names, as the events record it: valid UTF-8, 1 to
+// events.MaxModelLength bytes, "unknown" for none.
+func TestModelName(t *testing.T) {
+	assert.Equal(t, unknownModel, modelName(""))
+	assert.Equal(t, "m", modelName(" m "))
+	long := modelName(strings.Repeat("é", 200))
+	assert.LessOrEqual(t, len(long), 256)
+	assert.True(t, strings.HasPrefix(long, "é"))
+	assert.True(t, utf8.ValidString(long))
+	assert.Equal(t, "a\uFFFDb", modelName("a\xffb"))
 }
 
 func TestIdentify(t *testing.T) {
@@ -158,11 +75,20 @@ func TestUpstreamHeader(t *testing.T) {
 }
 
 func TestParseOrigin(t *testing.T) {
-	for _, ok := range []string{"https://api.openai.com", "http://127.0.0.1:9090", "http://h:1/"} {
-		_, err := ParseOrigin(ok)
-		assert.NoError(t, err, ok)
+	for in, want := range map[string]string{
+		"https://api.openai.com":       "https://api.openai.com",
+		"http://127.0.0.1:9090":        "http://127.0.0.1:9090",
+		"http://h:1/":                  "http://h:1",
+		"http://127.0.0.1:9090/openai": "http://127.0.0.1:9090/openai",
+		"https://api.groq.com/openai/": "https://api.groq.com/openai",
+		"http://h/a%2Fb":               "http://h/a%2Fb",
+	} {
+		u, err := ParseOrigin(in)
+		if assert.NoError(t, err, in) {
+			assert.Equal(t, want, u.String(), in)
+		}
 	}
-	for _, bad := range []string{"api.openai.com", "ftp://h", "https://api.openai.com/v1", "http://h?x=1", "http://u:p@h", "http://"} {
+	for _, bad := range []string{"api.openai.com", "ftp://h", "http://h?x=1", "http://h/p?", "http://h/#f", "http://u:p@h", "http://"} {
 		_, err := ParseOrigin(bad)
 		assert.Error(t, err, bad)
 	}
@@ -173,7 +99,7 @@ func TestSecretsRedact(t *testing.T) {
 	r.Header.Set("Authorization", "Bearer sk-proj-SECRET-1")
 	r.Header.Set("X-Api-Key", "sk-ant-SECRET-2")
 	r.Header.Set("X-Goog-Api-Key", "short")
-	s := secretsOf(r)
+	s := testMounts(t).secretsOf(r)
 	msg := s.redact("saw Bearer sk-proj-SECRET-1 and sk-ant-SECRET-2 and sk-proj-SECRET-1 at ?key=AIzaSECRETKEY123")
 	assert.NotContains(t, msg, "SECRET")
 	assert.Equal(t, "ordinary words", s.redact("ordinary words"))
@@ -214,7 +140,7 @@ func TestRedactShortAndEncodedKeys(t *testing.T) {
 			if tt.header != "" {
 				r.Header.Set("X-Api-Key", tt.header)
 			}
-			got := secretsOf(r).redact(tt.msg)
+			got := testMounts(t).secretsOf(r).redact(tt.msg)
 			for _, g := range append(tt.gone, "OTHERSECRET") {
 				assert.NotContains(t, got, g)
 			}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"math"
@@ -76,7 +75,7 @@ func (c *call) circuitOpen(ce *retry.CallError) {
 		wait = max(oe.Until.Sub(c.g.cfg.Now()), time.Millisecond)
 	}
 	c.gatewayError(http.StatusServiceUnavailable, "circuit_open",
-		"the gateway's circuit breaker for "+c.rt.api.provider()+" "+c.info.model+" is open after repeated failures; retry after "+wait.Round(time.Millisecond).String(), wait)
+		"the gateway's circuit breaker for "+c.t.u.name+" "+c.model+" is open after repeated failures; retry after "+wait.Round(time.Millisecond).String(), wait)
 }
 
 // rateLimited answers a call that the upstream's rate limits refused
@@ -85,7 +84,7 @@ func (c *call) circuitOpen(ce *retry.CallError) {
 // retry-after, as the provider itself would answer.
 func (c *call) rateLimited(ce *retry.CallError) {
 	wait := time.Second
-	msg := "the gateway's rate limit for " + c.rt.api.provider() + " " + c.info.model + " has no capacity in time"
+	msg := "the gateway's rate limit for " + c.t.u.name + " " + c.model + " has no capacity in time"
 	var le *guard.LimitError
 	if errors.As(ce, &le) {
 		msg += ": " + le.Error()
@@ -101,12 +100,12 @@ func (c *call) rateLimited(ce *retry.CallError) {
 // positive retryAfter is sent as retry-after (whole seconds, rounded up)
 // and retry-after-ms.
 func (c *call) gatewayError(status int, reason, msg string, retryAfter time.Duration) {
-	writeGatewayError(c.w, c.rt.api.provider(), c.requestID, status, reason, msg, retryAfter)
+	writeGatewayError(c.w, c.t.u, c.requestID, status, reason, msg, retryAfter)
 }
 
 // writeGatewayError answers with an error the gateway made itself, in
-// provider's error format (see call.gatewayError).
-func writeGatewayError(w http.ResponseWriter, provider, requestID string, status int, reason, msg string, retryAfter time.Duration) {
+// u's error format (see call.gatewayError).
+func writeGatewayError(w http.ResponseWriter, u *upstream, requestID string, status int, reason, msg string, retryAfter time.Duration) {
 	h := w.Header()
 	if requestID != "" {
 		h.Set(HeaderRequestID, requestID)
@@ -117,47 +116,8 @@ func writeGatewayError(w http.ResponseWriter, provider, requestID string, status
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
 		h.Set("Retry-After-Ms", strconv.FormatInt(retryAfter.Milliseconds(), 10))
 	}
-	body, _ := json.Marshal(errorBody(provider, status, msg))
+	body := u.p.ErrorBody(status, msg)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
-}
-
-// errorBody is an error response body in provider's format.
-func errorBody(provider string, status int, msg string) any {
-	switch provider {
-	case Anthropic:
-		typ := "api_error"
-		switch {
-		case status == http.StatusServiceUnavailable:
-			typ = "overloaded_error"
-		case status == http.StatusGatewayTimeout:
-			typ = "timeout_error"
-		case status == http.StatusRequestEntityTooLarge:
-			typ = "request_too_large"
-		case status == http.StatusTooManyRequests:
-			typ = "rate_limit_error"
-		case status == http.StatusUnauthorized:
-			typ = "authentication_error"
-		case status == http.StatusForbidden:
-			typ = "permission_error"
-		case status < 500:
-			typ = "invalid_request_error"
-		}
-		return map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
-	case Gemini:
-		rpc := map[int]string{400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 409: "ABORTED", 413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}[status]
-		if rpc == "" {
-			rpc = "INTERNAL"
-		}
-		return map[string]any{"error": map[string]any{"code": status, "message": msg, "status": rpc}}
-	}
-	typ := "server_error"
-	switch {
-	case status == http.StatusTooManyRequests:
-		typ = "rate_limit_exceeded"
-	case status < 500:
-		typ = "invalid_request_error"
-	}
-	return map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}}
 }

@@ -17,10 +17,10 @@ import (
 // first event on the call is committed: a failure ends it (the client's
 // response is cut), with what the stream reported so far.
 func (c *call) stream(actx context.Context, dl *deadline, resp *http.Response, a retry.Attempt) (retry.Report, error) {
-	acc := newAccountant(c.rt.api, resp.Header, c.info)
+	acc := c.t.u.p.NewStream(c.t.rt, resp.Header, c.req)
 	rd := newSSEReader(resp.Body, int(c.g.cfg.MaxResponseBytes))
 	report := func() retry.Report {
-		return retry.Report{Usage: sanitize(acc.usage()), ProviderRequestID: acc.providerID(), Header: resp.Header}
+		return retry.Report{Usage: sanitize(acc.Usage()), ProviderRequestID: acc.ProviderID(), Header: resp.Header}
 	}
 	ev, err := rd.next()
 	if err != nil {
@@ -29,18 +29,18 @@ func (c *call) stream(actx context.Context, dl *deadline, resp *http.Response, a
 		}
 		return report(), c.failure(actx, err)
 	}
-	v := acc.observe(ev)
-	if v.errData != nil {
-		return report(), c.firstEventError(resp, rd, ev, v.errData)
+	v := acc.Observe(ev.name, ev.data)
+	if v.Error {
+		return report(), c.firstEventError(resp, rd, ev)
 	}
 	c.commit(resp, a)
 	rc := http.NewResponseController(c.w)
 	var errData []byte
 	for {
-		if v.errData != nil && errData == nil {
-			errData = bytes.Clone(v.errData)
+		if v.Error && errData == nil {
+			errData = bytes.Clone(ev.data)
 		}
-		if !v.drop {
+		if !v.Drop {
 			if _, err := c.w.Write(ev.raw); err != nil {
 				return report(), c.clientGone()
 			}
@@ -52,18 +52,18 @@ func (c *call) stream(actx context.Context, dl *deadline, resp *http.Response, a
 		if ev, err = rd.next(); err != nil {
 			break
 		}
-		v = acc.observe(ev)
+		v = acc.Observe(ev.name, ev.data)
 	}
 	switch {
-	case !errors.Is(err, io.EOF) && !acc.complete():
+	case !errors.Is(err, io.EOF) && !acc.Complete():
 		// After the stream's terminal event the client has all of it and
 		// may leave at once (the SDKs close on [DONE]), canceling the
 		// request and so the read of the upstream's last bytes: that is
 		// the end, not a failure.
 		return report(), c.failure(actx, err)
 	case errData != nil:
-		return report(), &attemptError{api: c.rt.api, streamErr: errData, header: resp.Header, committed: true, relayed: true, secrets: c.secrets}
-	case !acc.complete():
+		return report(), &attemptError{p: c.t.u.p, streamErr: errData, header: resp.Header, committed: true, relayed: true, secrets: c.secrets}
+	case !acc.Complete():
 		return report(), c.failure(actx, errStreamCut)
 	}
 	return report(), nil
@@ -81,17 +81,17 @@ func (c *call) commit(resp *http.Response, a retry.Attempt) {
 // firstEventError is the failure of a stream whose first event is an
 // error: nothing reached the client, so it may be retried, and the stream
 // (the rest of it, within the limit) is kept to relay if it is not.
-func (c *call) firstEventError(resp *http.Response, rd *sseReader, ev *sseEvent, errData []byte) error {
+func (c *call) firstEventError(resp *http.Response, rd *sseReader, ev *sseEvent) error {
 	body := bytes.Clone(ev.raw)
 	rest, _ := io.ReadAll(io.LimitReader(rd.r, maxErrorBody))
 	body = append(body, rest...)
 	return &attemptError{
-		api: c.rt.api, streamErr: bytes.Clone(errData), header: resp.Header, secrets: c.secrets,
+		p: c.t.u.p, streamErr: bytes.Clone(ev.data), header: resp.Header, secrets: c.secrets,
 		relay: &upstreamResponse{status: resp.StatusCode, header: resp.Header, body: body},
 	}
 }
 
 // clientGone is the failure of an attempt whose client stopped reading.
 func (c *call) clientGone() error {
-	return &attemptError{api: c.rt.api, cause: errClientGone, committed: true, secrets: c.secrets}
+	return &attemptError{p: c.t.u.p, cause: errClientGone, committed: true, secrets: c.secrets}
 }

@@ -49,7 +49,7 @@ func (c *call) attempt(ctx context.Context, a retry.Attempt) (struct{}, retry.Re
 // newRequest is the upstream request of attempt a.
 func (c *call) newRequest(ctx context.Context, a retry.Attempt) *http.Request {
 	h := attemptHeader(c.header, c.g.cfg.ForwardLedgerHeaders, a.SessionID, a.RequestID, a.Number)
-	body, getBody := newBody(c.body, h)
+	body, getBody := newBody(c.req.Body, h)
 	req := &http.Request{
 		Method:        http.MethodPost,
 		URL:           c.url,
@@ -59,7 +59,7 @@ func (c *call) newRequest(ctx context.Context, a retry.Attempt) *http.Request {
 		Header:        h,
 		Body:          body,
 		GetBody:       getBody,
-		ContentLength: int64(len(c.body)),
+		ContentLength: int64(len(c.req.Body)),
 		Host:          c.url.Host,
 	}
 	return req.WithContext(ctx)
@@ -75,7 +75,7 @@ func (c *call) failure(actx context.Context, err error) *attemptError {
 	}
 	// The URL without its query, where Gemini's key may be.
 	where := c.url.Scheme + "://" + c.url.Host + c.url.EscapedPath()
-	return &attemptError{api: c.rt.api, cause: fmt.Errorf("POST %s: %w", where, err), committed: c.committed, secrets: c.secrets}
+	return &attemptError{p: c.t.u.p, cause: fmt.Errorf("POST %s: %w", where, err), committed: c.committed, secrets: c.secrets}
 }
 
 // errorResponse reads an upstream error response (at most maxErrorBody of
@@ -86,7 +86,7 @@ func (c *call) errorResponse(actx context.Context, resp *http.Response) error {
 		return c.failure(actx, err)
 	}
 	ur := &upstreamResponse{status: resp.StatusCode, header: resp.Header, body: body}
-	return &attemptError{api: c.rt.api, resp: ur, relay: ur, secrets: c.secrets}
+	return &attemptError{p: c.t.u.p, resp: ur, relay: ur, secrets: c.secrets}
 }
 
 // buffer reads a whole answer that is not streamed; the client gets it
@@ -102,10 +102,10 @@ func (c *call) buffer(actx context.Context, resp *http.Response) (retry.Report, 
 		return retry.Report{}, c.failure(actx, err)
 	}
 	if int64(buf.Len()) > limit {
-		return retry.Report{}, &attemptError{api: c.rt.api, cause: fmt.Errorf("%w (%s)", errResponseTooLarge, byteSize(limit)), secrets: c.secrets}
+		return retry.Report{}, &attemptError{p: c.t.u.p, cause: fmt.Errorf("%w (%s)", errResponseTooLarge, byteSize(limit)), secrets: c.secrets}
 	}
 	body := buf.Bytes()
-	u, id, ok := bodyUsage(c.rt.api, resp.Header, body)
+	u, id, ok := c.t.u.p.BodyUsage(c.t.rt, resp.Header, body)
 	if !ok {
 		c.warnNoUsage()
 	}
@@ -118,7 +118,7 @@ func (c *call) buffer(actx context.Context, resp *http.Response) (retry.Report, 
 func (c *call) warnNoUsage() {
 	if first, _ := c.g.noUsage.first(c.r.URL.Path); first {
 		c.g.log.LogAttrs(c.r.Context(), slog.LevelWarn, "gateway: a successful answer reported no usage; its attempt is recorded with zero tokens (logged once per path)",
-			slog.String("path", c.r.URL.Path), slog.String("provider", c.rt.api.provider()))
+			slog.String("path", c.r.URL.Path), slog.String("provider", c.t.u.name))
 	}
 }
 

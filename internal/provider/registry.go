@@ -102,3 +102,14 @@ func All() []Provider { return builtin.All() }
 
 // Names returns the built-in providers' names, sorted.
 func Names() []string { return builtin.Names() }
+
+// Builtin returns a new Registry holding the built-in providers, in the
+// order they registered, for a program to add its own to (the gateway's
+// OpenAI-compatible upstreams).
+func Builtin() *Registry {
+	r := &Registry{}
+	for _, p := range All() {
+		_ = r.Add(p) // valid and distinct: Register checked
+	}
+	return r
+}

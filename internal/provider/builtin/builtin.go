@@ -1,13 +1,14 @@
-// Package builtin links every built-in provider: importing it (for its
-// side effect) registers each of them in the provider registry
-// (provider.Register, from the init of each provider's package). The
-// programs and packages that serve or simulate every provider import it;
-// a new built-in provider is one line here.
+// Package builtin links the built-in providers, Anthropic, OpenAI and
+// Gemini: importing it (for its side effect) registers each of them with
+// package provider, so that provider.All, provider.Builtin and the
+// registered classifiers and rate-limit headers hold them. The gateway's
+// command, the tests of the packages that consult the registry, and
+// ledgertest import it; the gateway and the guards themselves import
+// package provider only.
 package builtin
 
 import (
-	// The built-in providers, registered by their init.
-	_ "github.com/agentledger/ledger/internal/provider/anthropic"
-	_ "github.com/agentledger/ledger/internal/provider/gemini"
-	_ "github.com/agentledger/ledger/internal/provider/openai"
+	_ "github.com/agentledger/ledger/internal/provider/anthropic" // registers "anthropic"
+	_ "github.com/agentledger/ledger/internal/provider/gemini"    // registers "gemini"
+	_ "github.com/agentledger/ledger/internal/provider/openai"    // registers "openai"
 )
