@@ -18,6 +18,13 @@
 // when NATS is slow or away each decides alone within --fleet-wait. See
 // package internal/gateway for what it accounts and how.
 //
+// OpenAI-compatible upstreams are mounted only when named (upstreams.go):
+// --upstream NAME=openai-compatible,URL, NAME=PRESET[,URL] or PRESET
+// (mistral, groq, deepseek, together, openrouter, vllm, ollama; package
+// internal/provider/openai), repeatable, or --upstreams FILE, one a line.
+// Clients use http://ADDR/NAME/v1; the ledger records provider NAME, and
+// the guards key by it.
+//
 // Clients authenticate with the keys of --keys FILE (JSON; "gateway key
 // new NAME" makes a key and prints the file's entry for it, which holds
 // only the key's SHA-256): a request without a known key is answered 401

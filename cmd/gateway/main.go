@@ -43,7 +43,9 @@ const usage = `usage: gateway [run] [flags]
 Serves the providers' own APIs on --listen and runs every model call
 through the ledger's retry middleware, publishing one event per attempt.
 Point an SDK's base URL at it: Anthropic http://ADDR, OpenAI
-http://ADDR/v1, Gemini http://ADDR. Set the SDK's own retries to 0.
+http://ADDR/v1, Gemini http://ADDR; an OpenAI-compatible upstream named
+with --upstream (mistral, ollama, ...) http://ADDR/NAME/v1. Set the SDK's
+own retries to 0.
 
 Without --keys it serves loopback addresses only (--insecure-no-auth
 overrides, with a warning). "gateway key new NAME" makes a client key.
@@ -279,6 +281,9 @@ func (f *flags) upstreamAttrs() slog.Attr {
 	for _, p := range slices.Sorted(maps.Keys(f.upstreams)) {
 		attrs = append(attrs, slog.String(p, *f.upstreams[p]))
 	}
+	for _, p := range f.compatAPI {
+		attrs = append(attrs, slog.String(p.Name(), p.Upstream().Origin))
+	}
 	return slog.Group("upstreams", attrs...)
 }
 
@@ -290,7 +295,14 @@ func newGateway(f *flags, l *ledgerConn, refusals *netlimit.Refusals, logger *sl
 	for p, u := range f.upstreams {
 		ups[p] = *u
 	}
+	providers := provider.Builtin()
+	for _, p := range f.compatAPI {
+		if err := providers.Add(p); err != nil {
+			return nil, fmt.Errorf("--upstream %s: %w", p.Name(), err)
+		}
+	}
 	return gateway.New(gateway.Config{
+		Providers:            providers,
 		Upstreams:            ups,
 		Retry:                retry.Options{Policy: f.policy, Sink: l.pub, Guards: l.guards, Logger: logger},
 		Attempts:             gateway.NewKVAttempts(l.attempts, gateway.NewKVLedger(l.conn.JS)),
