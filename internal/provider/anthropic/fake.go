@@ -3,19 +3,21 @@ package anthropic
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/provider/fakekit"
 )
+
+// Fake is the provider's fake dialect (fakekit.Faker): FakeDialect.
+func (Provider) Fake() *fakekit.Dialect { return FakeDialect() }
 
 // FakeDialect is the Messages API as the fake provider speaks it, under
 // /anthropic (the SDK's base URL is the fake provider's URL and
 // /anthropic/): answers and streams with the usage object's input that
 // excludes the cache tokens, message_start reporting the input, error
 // bodies of type "error", 529 for an overload, the
-// anthropic-ratelimit-<dimension>-{limit,remaining,reset} headers, and
+// anthropic-ratelimit-<dimension>-{limit,remaining,reset} headers the
+// guards read (reset an RFC 3339 time), and
 // separate input and output token limits. Its Sim drives the SDK's
 // streaming Messages.NewStreaming.
 func FakeDialect() *fakekit.Dialect {
@@ -25,7 +27,7 @@ func FakeDialect() *fakekit.Dialect {
 		BasePath:     "/",
 		Endpoints:    []fakekit.Endpoint{{Path: "/v1/messages", Handle: fakeMessages}},
 		Limits:       fakekit.SplitLimits,
-		LimitHeaders: fakeLimitHeaders,
+		LimitHeaders: fakekit.LimitHeadersOf(rateLimitHeaders),
 		CacheWrites:  true,
 		Sim:          &fakekit.Sim{Model: "claude-sonnet-4-5", Order: 0, NewCaller: newFakeCaller, Classifier: Classifier},
 	}
@@ -126,16 +128,6 @@ func fakeError(w http.ResponseWriter, requestID string, status int, typ, msg str
 		"error":      map[string]any{"type": typ, "message": msg},
 		"request_id": requestID,
 	})
-}
-
-// fakeLimitHeaders sets anthropic-ratelimit-<dim>-{limit,remaining,reset}
-// (reset: the RFC 3339 time when the bucket is full again).
-func fakeLimitHeaders(h http.Header, ls []fakekit.LimitState) {
-	for _, l := range ls {
-		h.Set("anthropic-ratelimit-"+l.Name+"-limit", strconv.FormatInt(l.Limit, 10))
-		h.Set("anthropic-ratelimit-"+l.Name+"-remaining", strconv.FormatInt(l.Remaining, 10))
-		h.Set("anthropic-ratelimit-"+l.Name+"-reset", l.Now.Add(l.UntilFull).UTC().Format(time.RFC3339Nano))
-	}
 }
 
 func (a fakeReply) Fail(w http.ResponseWriter, c fakekit.Call, d fakekit.Decision) {

@@ -2,9 +2,12 @@ package fakekit
 
 import (
 	"errors"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/guard"
 )
 
 // ErrInvalidDialect is wrapped by every error of Dialect.Validate.
@@ -103,6 +106,9 @@ type Tier struct {
 // it ("requests", "input-tokens", "tokens").
 type Dimension struct {
 	Name string
+	// Dim is the guards' dimension it is (whose headers LimitHeadersOf
+	// writes).
+	Dim guard.Dim
 	// Limit per minute; 0 or less: none.
 	Limit int64
 	// Cost is what an attempt of usage u takes from it.
@@ -127,9 +133,9 @@ func requests(events.Usage) float64 { return 1 }
 // and output token limits (Anthropic's, and the default).
 func SplitLimits(t Tier) []Dimension {
 	return []Dimension{
-		{"requests", t.RequestsPerMinute, requests},
-		{"input-tokens", t.InputTokensPerMinute, func(u events.Usage) float64 { return float64(u.InputTokens) }},
-		{"output-tokens", t.OutputTokensPerMinute, func(u events.Usage) float64 { return float64(u.OutputTokens) }},
+		{"requests", guard.Requests, t.RequestsPerMinute, requests},
+		{"input-tokens", guard.InputTokens, t.InputTokensPerMinute, func(u events.Usage) float64 { return float64(u.InputTokens) }},
+		{"output-tokens", guard.OutputTokens, t.OutputTokensPerMinute, func(u events.Usage) float64 { return float64(u.OutputTokens) }},
 	}
 }
 
@@ -138,7 +144,34 @@ func SplitLimits(t Tier) []Dimension {
 // summed.
 func CombinedLimits(t Tier) []Dimension {
 	return []Dimension{
-		{"requests", t.RequestsPerMinute, requests},
-		{"tokens", t.InputTokensPerMinute + t.OutputTokensPerMinute, func(u events.Usage) float64 { return float64(u.InputTokens + u.OutputTokens) }},
+		{"requests", guard.Requests, t.RequestsPerMinute, requests},
+		{"tokens", guard.Tokens, t.InputTokensPerMinute + t.OutputTokensPerMinute, func(u events.Usage) float64 { return float64(u.InputTokens + u.OutputTokens) }},
+	}
+}
+
+// LimitHeadersOf is a Dialect.LimitHeaders that writes the headers hs
+// names, the ones the guards read of the provider: for each limited
+// dimension hs has, its limit, what remains, and its reset (an RFC 3339
+// time where ResetIsDate, else a duration rounded to the millisecond,
+// "1.5s"). nil hs: nil, no headers.
+func LimitHeadersOf(hs guard.RateLimitHeaders) func(http.Header, []LimitState) {
+	if len(hs) == 0 {
+		return nil
+	}
+	return func(h http.Header, ls []LimitState) {
+		for _, l := range ls {
+			for _, n := range hs {
+				if n.Dim != l.Dim {
+					continue
+				}
+				h.Set(n.Limit, strconv.FormatInt(l.Limit, 10))
+				h.Set(n.Remaining, strconv.FormatInt(l.Remaining, 10))
+				if n.ResetIsDate {
+					h.Set(n.Reset, l.Now.Add(l.UntilFull).UTC().Format(time.RFC3339Nano))
+				} else {
+					h.Set(n.Reset, l.UntilFull.Round(time.Millisecond).String())
+				}
+			}
+		}
 	}
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/agentledger/ledger/internal/provider/fakekit"
 )
 
+// Fake is the provider's fake dialect (fakekit.Faker): FakeDialect.
+func (Provider) Fake() *fakekit.Dialect { return FakeDialect() }
+
 // FakeDialect is the generateContent API (version v1beta) as the fake
 // provider speaks it, under /gemini (the SDK's base URL is the fake
 // provider's URL and /gemini/): every chunk of a stream carries the

@@ -28,18 +28,15 @@ type FakePreset struct {
 // bodies and answers to faults, and its streams' usage.
 func (p *compatProvider) Fake() *fakekit.Dialect {
 	pr := p.preset
-	opts := FakeOptions{
-		NoLimitHeaders: len(pr.Limits) == 0,
-		UsageUnasked:   pr.UsageUnasked,
-		Fail:           pr.fakeFail,
-	}
-	if len(pr.Limits) > 0 {
-		opts.LimitHeaders = pr.fakeLimitHeaders
-	}
+	opts := FakeOptions{UsageUnasked: pr.UsageUnasked, Fail: pr.fakeFail}
 	if pr.Fake.TopLevelErrors {
 		opts.ErrorBody = topLevelErrorBody
 	}
-	return FakeDialect(p.Name(), opts)
+	d := FakeDialect(p.Name(), opts)
+	if len(pr.Limits) > 0 {
+		d.LimitHeaders = pr.fakeLimitHeaders // the preset's names and formats
+	}
+	return d
 }
 
 // topLevelErrorBody is an error with its fields at the top level.

@@ -3,30 +3,29 @@ package openai
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/provider/fakekit"
 )
 
 // FakeOptions are the differences of an OpenAI-compatible provider's API
-// from OpenAI's, as its fake dialect speaks them. The zero value is
-// OpenAI's.
+// from OpenAI's, as its fake dialect speaks them. The zero value is an
+// OpenAI-compatible API that sends no rate-limit headers.
 type FakeOptions struct {
 	// Prefix is the path the fake provider serves the API under; ""
-	// selects "/" and the provider's name. The SDK's base URL is the fake
-	// provider's URL, the prefix and /v1/.
+	// selects "/" and the provider's name, as the gateway mounts it. The
+	// SDK's base URL is the fake provider's URL, the prefix and /v1/.
 	Prefix string
+	// RateLimitHeaders are the rate-limit headers the API sends (those
+	// its Provider's guards read); nil: none. A rate limit also says the
+	// requests dimension is empty, in its remaining and reset headers.
+	RateLimitHeaders guard.RateLimitHeaders
 	// Limits maps the tier to the organization's dimensions; nil selects
 	// OpenAI's one tokens limit (fakekit.CombinedLimits).
 	Limits func(fakekit.Tier) []fakekit.Dimension
-	// LimitHeaders writes the rate-limit headers; nil selects OpenAI's
-	// (FakeLimitHeaders). NoLimitHeaders sends none (Ollama).
-	LimitHeaders   func(http.Header, []fakekit.LimitState)
-	NoLimitHeaders bool
 	// ErrorBody is the body of an error response; nil selects OpenAI's
-	// {"error": {"message", "type", "param", "code"}}.
+	// (OpenAIErrorBody).
 	ErrorBody func(e FakeError) any
 	// Fail answers a fault the API's own way (status, headers and
 	// error), when it says so (ok); nil, or ok false, answers OpenAI's.
@@ -55,7 +54,8 @@ type FakeError struct {
 	Message string
 }
 
-// OpenAIErrorBody is OpenAI's error body.
+// OpenAIErrorBody is OpenAI's error body, {"error": {"message", "type",
+// "param", "code"}}.
 func OpenAIErrorBody(e FakeError) any {
 	var code any
 	if e.Code != "" {
@@ -66,30 +66,28 @@ func OpenAIErrorBody(e FakeError) any {
 	}
 }
 
-// FakeLimitHeaders sets OpenAI's x-ratelimit-{limit,remaining,reset}-<dim>
-// (reset: a duration, "1.5s").
-func FakeLimitHeaders(h http.Header, ls []fakekit.LimitState) {
-	for _, l := range ls {
-		h.Set("x-ratelimit-limit-"+l.Name, strconv.FormatInt(l.Limit, 10))
-		h.Set("x-ratelimit-remaining-"+l.Name, strconv.FormatInt(l.Remaining, 10))
-		h.Set("x-ratelimit-reset-"+l.Name, l.UntilFull.Round(time.Millisecond).String())
+// Fake is the provider's fake dialect (fakekit.Faker): OpenAI's own for
+// Default, else FakeDialect under the provider's name with its rate-limit
+// headers.
+func (p *Provider) Fake() *fakekit.Dialect {
+	if p == Default {
+		return OpenAIFakeDialect()
 	}
+	return FakeDialect(p.name, FakeOptions{RateLimitHeaders: p.limits})
 }
 
 // FakeDialect is the Chat Completions, Responses and Embeddings APIs as
 // the fake provider speaks them for the provider named name: OpenAI's
-// (OpenAI()), or an OpenAI-compatible provider's, with the differences
-// opts gives. Streams report their usage only in their last event (a
-// chat stream only when stream_options.include_usage asks), errors carry
-// the x-request-id header, and a rate limit the x-ratelimit headers
-// besides retry-after. Its Sim drives the SDK's Chat.Completions.New.
+// (OpenAIFakeDialect), or an OpenAI-compatible provider's, with the
+// differences opts gives. Streams report their usage only in their last
+// event (a chat stream only when stream_options.include_usage asks),
+// errors carry the x-request-id header, and a rate limit retry-after-ms
+// and retry-after. Its Sim, when opts names a model, drives the SDK's
+// Chat.Completions.New.
 func FakeDialect(name string, opts FakeOptions) *fakekit.Dialect {
-	api := &fakeAPI{errorBody: opts.ErrorBody, limitHeaders: opts.LimitHeaders, failHook: opts.Fail, usageUnasked: opts.UsageUnasked}
+	api := &fakeAPI{errorBody: opts.ErrorBody, limitHeaders: opts.RateLimitHeaders, failHook: opts.Fail, usageUnasked: opts.UsageUnasked}
 	if api.errorBody == nil {
 		api.errorBody = OpenAIErrorBody
-	}
-	if api.limitHeaders == nil && !opts.NoLimitHeaders {
-		api.limitHeaders = FakeLimitHeaders
 	}
 	d := &fakekit.Dialect{
 		Provider: name,
@@ -101,7 +99,7 @@ func FakeDialect(name string, opts FakeOptions) *fakekit.Dialect {
 			{Path: "/v1/embeddings", Handle: api.embeddings},
 		},
 		Limits:       opts.Limits,
-		LimitHeaders: api.limitHeaders,
+		LimitHeaders: fakekit.LimitHeadersOf(opts.RateLimitHeaders),
 	}
 	if d.Prefix == "" {
 		d.Prefix = "/" + name
@@ -119,15 +117,16 @@ func FakeDialect(name string, opts FakeOptions) *fakekit.Dialect {
 	return d
 }
 
-// OpenAIFakeDialect is OpenAI's own dialect, under /openai.
+// OpenAIFakeDialect is OpenAI's own dialect, under /openai, with the
+// x-ratelimit-{limit,remaining,reset}-{requests,tokens} headers.
 func OpenAIFakeDialect() *fakekit.Dialect {
-	return FakeDialect(Name, FakeOptions{Model: "gpt-4.1-mini", SimOrder: 1})
+	return FakeDialect(Name, FakeOptions{RateLimitHeaders: RateLimitHeaders, Model: "gpt-4.1-mini", SimOrder: 1})
 }
 
 // fakeAPI is one provider's dialect of the OpenAI APIs.
 type fakeAPI struct {
 	errorBody    func(FakeError) any
-	limitHeaders func(http.Header, []fakekit.LimitState)
+	limitHeaders guard.RateLimitHeaders
 	failHook     func(http.ResponseWriter, fakekit.Decision) (FakeError, bool)
 	usageUnasked bool
 }
@@ -235,9 +234,11 @@ func (api *fakeAPI) fail(w http.ResponseWriter, c fakekit.Call, d fakekit.Decisi
 	switch d.Fault {
 	case fakekit.FaultRateLimit:
 		fakekit.RetryAfterHeaders(w, d)
-		if api.limitHeaders != nil {
-			w.Header().Set("x-ratelimit-remaining-requests", "0")
-			w.Header().Set("x-ratelimit-reset-requests", d.RetryAfter.String())
+		for _, h := range api.limitHeaders {
+			if h.Dim == guard.Requests && !h.ResetIsDate {
+				w.Header().Set(h.Remaining, "0")
+				w.Header().Set(h.Reset, d.RetryAfter.String())
+			}
 		}
 		api.error(w, id, FakeError{http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "Rate limit reached for requests per min."})
 	case fakekit.FaultOverload:

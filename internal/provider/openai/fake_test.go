@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/guard"
+	"github.com/agentledger/ledger/internal/provider"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 	fpt "github.com/agentledger/ledger/internal/sim/fakeprovider/fakeprovidertest"
 )
@@ -218,9 +220,8 @@ func TestFakeBrokenStreams(t *testing.T) {
 // the truth records the provider's name.
 func TestFakeDialectOfACompatibleProvider(t *testing.T) {
 	d := FakeDialect("ollama", FakeOptions{
-		NoLimitHeaders: true,
-		ErrorBody:      func(e FakeError) any { return map[string]any{"error": e.Message} },
-		Model:          "llama3.2",
+		ErrorBody: func(e FakeError) any { return map[string]any{"error": e.Message} },
+		Model:     "llama3.2",
 	})
 	require.NoError(t, d.Validate())
 	s := fpt.Start(t, fakeprovider.Options{Seed: 42, Mix: fpt.Mix, Tier: fakeprovider.Tier{RequestsPerMinute: 600}}, OpenAIFakeDialect(), d)
@@ -260,3 +261,25 @@ func TestFakeDialectOfACompatibleProvider(t *testing.T) {
 
 // The dialect's Sim drives the SDK against the fake provider.
 func TestFakeSimCaller(t *testing.T) { fpt.CheckSim(t, OpenAIFakeDialect()) }
+
+// A compatible Provider (New) offers its dialect: its name, its prefix,
+// the rate-limit headers its guards read.
+func TestFakeOfACompatibleProvider(t *testing.T) {
+	limits := guard.RateLimitHeaders{{Dim: guard.Requests, Limit: "X-Ratelimit-Limit-Req-Minute", Remaining: "X-Ratelimit-Remaining-Req-Minute", Reset: "X-Ratelimit-Reset-Req-Minute"}}
+	p := New("mistral", provider.Upstream{Origin: "https://api.mistral.ai"}, limits)
+	d := p.Fake()
+	assert.Equal(t, "mistral", d.Provider)
+	assert.Equal(t, "/mistral", d.Prefix)
+	assert.Equal(t, OpenAIFakeDialect().Prefix, Default.Fake().Prefix)
+
+	s := fpt.Start(t, fakeprovider.Options{Seed: 42, Mix: fpt.Mix, Tier: fakeprovider.Tier{RequestsPerMinute: 600}}, d)
+	id := fpt.FindRequest(t, s.Plan(), "mis-ok", fakeprovider.FaultNone)
+	var raw *http.Response
+	c := fakeClient(s.BaseURL("mistral"))
+	_, err := c.Chat.Completions.New(fpt.AttemptCtx(t), fakeParams(), append(fakeOpts(id, 0), option.WithResponseInto(&raw))...)
+	require.NoError(t, err)
+	assert.Equal(t, "600", raw.Header.Get("X-Ratelimit-Limit-Req-Minute"))
+	assert.Empty(t, raw.Header.Get("x-ratelimit-limit-requests"), "not OpenAI's names")
+	obs := p.RateLimits(raw.Header, time.Now())
+	assert.Equal(t, int64(600), obs.Limit[guard.Requests], "the guards read what the dialect sends")
+}
