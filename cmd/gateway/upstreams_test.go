@@ -3,15 +3,22 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/cli"
+	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/natstest"
+	"github.com/agentledger/ledger/internal/provider/fakekit"
 	"github.com/agentledger/ledger/internal/provider/openai"
+	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
 
 // TestUpstreamFlags: each spec's form gives the provider it names, at the
@@ -78,4 +85,45 @@ func assertRefused(t *testing.T, args []string, want string) {
 	code := command(context.Background(), args, &out, &errb)
 	assert.Equal(t, cli.ExitUsage, code, "%v", args)
 	assert.Contains(t, errb.String(), want, "%v", args)
+}
+
+// The command mounts a named upstream at /NAME/ and records its calls
+// under NAME; a preset not named is not mounted (its path is no mount).
+func TestRunMountsTheNamedUpstreams(t *testing.T) {
+	srv, _, js := natstest.StartJS(t)
+	mistral, err := openai.Compatible("mistral", openai.Config{Preset: "mistral"})
+	require.NoError(t, err)
+	fp, err := fakeprovider.New(fakeprovider.Options{
+		Script:   []fakeprovider.Step{{Fault: fakekit.FaultNone, Usage: events.Usage{InputTokens: 21, OutputTokens: 4}}},
+		Dialects: []*fakekit.Dialect{mistral.(fakekit.Faker).Fake()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(fp.Close)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, done, errb := startCommand(t, ctx, "run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0", "--create-stream",
+		"--upstream", "mistral="+"mistral,"+strings.TrimSuffix(fp.BaseURL("mistral"), "/v1/"))
+	resp := postTo(t, addr, "/mistral/v1/chat/completions", `{"model":"mistral-small-latest","messages":[{"role":"user","content":"hi"}]}`,
+		"Authorization", "Bearer k", "X-Ledger-Session-Id", "sess-up")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	resp = postTo(t, addr, "/ollama/v1/chat/completions", `{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}`,
+		"Authorization", "Bearer k", "X-Ledger-Session-Id", "sess-up")
+	assert.NotEqual(t, http.StatusOK, resp.StatusCode, "ollama was not named: no mount, no local service reached")
+	stopCommand(t, cancel, done, errb)
+	assert.Contains(t, errb.String(), "upstreams.mistral="+strings.TrimSuffix(fp.BaseURL("mistral"), "/v1/"))
+	assert.NotContains(t, errb.String(), "upstreams.ollama")
+	assert.EqualValues(t, 1, fp.Requests(), "the fake provider saw the mistral call only")
+
+	s, err := js.Stream(context.Background(), names.AttemptsStream)
+	require.NoError(t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, info.State.Msgs, "one event: the mistral call's; the other was not accounted")
+	m, err := s.GetMsg(context.Background(), 1)
+	require.NoError(t, err)
+	ev, err := events.Decode(m.Data)
+	require.NoError(t, err)
+	assert.Equal(t, "mistral", ev.Provider)
+	assert.Equal(t, events.Usage{InputTokens: 21, OutputTokens: 4}, ev.Usage)
 }
