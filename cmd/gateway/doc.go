@@ -7,8 +7,11 @@
 //	gateway key new NAME
 //
 // It listens on --listen (default 127.0.0.1:8088) and forwards each
-// provider's routes to --anthropic-url, --openai-url and --gemini-url
-// (origins; the providers' public endpoints by default), running every
+// provider's routes (at the root for the built-ins, and at /NAME/ for
+// every provider) to its --NAME-url, one flag per provider the command
+// links: --anthropic-url, --openai-url and --gemini-url (origins with an
+// optional path prefix the request's path is appended to; the providers'
+// public endpoints by default), running every
 // call through the retry middleware (--max-retries, --retry-base-delay,
 // --retry-max-delay, --hint-cap) and the guards of each provider and
 // model: a circuit breaker (--breaker-threshold, --breaker-cooldown), rate

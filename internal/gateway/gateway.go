@@ -39,9 +39,9 @@ const maxErrorBody = 1 << 20
 type Config struct {
 	// Providers are the providers the gateway speaks for, each served
 	// under /NAME/ and, when its Upstream says AtRoot, at the root too
-	// (see the package documentation). Nil: the built-in providers
-	// (provider.Builtin: those whose package the program links, with
-	// internal/provider/builtin).
+	// (see the package documentation), read once by New. Nil: the
+	// built-in providers (provider.Builtin: those whose package the
+	// program links, with internal/provider/builtin).
 	Providers *provider.Registry
 	// Upstreams maps a provider's name to its origin, in place of the
 	// provider's own (Upstream().Origin): scheme, host, port and an

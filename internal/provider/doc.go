@@ -20,11 +20,14 @@
 //   - the features it declares to the conformance suite, which every
 //     provider runs.
 //
-// Each provider registers itself in its package's init (Register), so a
-// program knows the providers whose packages it links; the
-// OpenAI-compatible upstreams are Providers made from a preset or a URL
-// at run time, kept in a Registry of their own by whoever configures
-// them. The gateway, the guards, the simulator, the fake provider,
+// Each provider registers itself in its package's init (Register, which
+// also registers its classifier and its rate-limit headers with package
+// retry: the one registration a provider makes), so a program knows the
+// providers whose packages it links; internal/provider/builtin links
+// Anthropic, OpenAI and Gemini. The OpenAI-compatible upstreams are
+// Providers made from a preset or a URL at run time (openai.New), kept
+// in a Registry by whoever configures them: Builtin returns one holding
+// the built-ins, to add them to. The gateway, the guards, the simulator, the fake provider,
 // ledgertest and the bench consult a Registry: outside the provider
 // folders no code switches on a provider's name.
 //
