@@ -16,7 +16,8 @@
 //     error events in a stream;
 //   - its error body, for the errors the gateway makes itself;
 //   - its rate-limit headers (RateLimits);
-//   - its dialect in the fake provider, for the simulator and ledgertest;
+//   - its dialect in the fake provider, for the simulator and ledgertest
+//     (fake.go: a fakekit.Dialect, offered by implementing fakekit.Faker);
 //   - the features it declares to the conformance suite, which every
 //     provider runs.
 //

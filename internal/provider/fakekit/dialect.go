@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/provider"
 )
 
 // Faker is implemented by a provider.Provider that the fake provider can
@@ -82,9 +83,10 @@ func (d *Dialect) Validate() error {
 	fail := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s: %s", ErrInvalidDialect, d.Provider, field, fmt.Sprintf(format, args...))
 	}
+	if err := provider.ValidateName("Provider", d.Provider); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidDialect, err)
+	}
 	switch {
-	case d.Provider == "":
-		return fmt.Errorf("%w: Provider is empty", ErrInvalidDialect)
 	case !prefixRule.MatchString(d.Prefix):
 		return fail("Prefix", "%q must be one or more path segments, each starting with '/', without a trailing '/'", d.Prefix)
 	case !strings.HasPrefix(d.BasePath, "/") || !strings.HasSuffix(d.BasePath, "/"):

@@ -28,6 +28,7 @@ func TestDialectValidate(t *testing.T) {
 		field  string
 	}{
 		{"no provider", func(d *fakekit.Dialect) { d.Provider = "" }, "Provider"},
+		{"provider name against the rule", func(d *fakekit.Dialect) { d.Provider = "Acme AI" }, "Provider"},
 		{"prefix without slash", func(d *fakekit.Dialect) { d.Prefix = "acme" }, "Prefix"},
 		{"prefix with a trailing slash", func(d *fakekit.Dialect) { d.Prefix = "/acme/" }, "Prefix"},
 		{"root prefix", func(d *fakekit.Dialect) { d.Prefix = "/" }, "Prefix"},

@@ -18,7 +18,9 @@
 // through the Reply, which writes the provider's own bodies, streams,
 // errors and headers. The kit gives the rest: the call's identity (Call),
 // faults and decisions, JSON and server-sent events writers, the
-// provider's request ID of an attempt, the tier's limit state.
+// provider's request ID of an attempt, the tier's limit state and the
+// rate-limit headers written from the names the provider's guards read
+// (LimitHeadersOf).
 //
 // It is the fake world only: nothing here is linked into the gateway's
 // request path.

@@ -3,7 +3,10 @@ package gemini
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -17,6 +20,14 @@ import (
 )
 
 const fakeModel = "gemini-2.5-flash"
+
+// TestMain silences the standard logger, through which genai reports every
+// stream that fails, as the stalled and broken ones of the fake do on
+// purpose.
+func TestMain(m *testing.M) {
+	log.SetOutput(io.Discard)
+	os.Exit(m.Run())
+}
 
 func fakeClient(t *testing.T, base string) *genai.Client {
 	t.Helper()

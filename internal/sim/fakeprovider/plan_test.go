@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 )
 
@@ -125,5 +126,27 @@ func TestNoFaultsWithZeroMix(t *testing.T) {
 	p := fakeprovider.Plan{Seed: 5}
 	for i := range 1000 {
 		require.Equal(t, fakeprovider.FaultNone, p.Decide(fmt.Sprintf("r-%d", i), i%4).Fault)
+	}
+}
+
+// The plan's token counts are pinned: these are what the plan gave before
+// the dialects moved into the provider folders (Usage(provider, id) for
+// Anthropic, which bills cache writes, and for OpenAI), so that a seed
+// still gives the same truth.
+func TestPlanUsageIsPinned(t *testing.T) {
+	p := fakeprovider.Plan{Seed: 7, Mix: fakeprovider.DefaultMix()}
+	tests := []struct {
+		id          string
+		cacheWrites bool
+		want        events.Usage
+	}{
+		{"r-1", true, events.Usage{InputTokens: 1896, OutputTokens: 347, CacheCreationInputTokens: 515}},
+		{"r-1", false, events.Usage{InputTokens: 1896, OutputTokens: 347}},
+		{"r-2", true, events.Usage{InputTokens: 940, OutputTokens: 1239, CacheReadInputTokens: 231, CacheCreationInputTokens: 43}},
+		{"r-2", false, events.Usage{InputTokens: 940, OutputTokens: 1239, CacheReadInputTokens: 231}},
+		{"r-3", true, events.Usage{InputTokens: 1918, OutputTokens: 1144, CacheReadInputTokens: 213}},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, p.Usage(tt.id, tt.cacheWrites), "%s, cache writes %v", tt.id, tt.cacheWrites)
 	}
 }

@@ -3,9 +3,7 @@ package fakeprovider_test
 import (
 	"context"
 	"io"
-	"log"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +18,6 @@ import (
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 	fpt "github.com/agentledger/ledger/internal/sim/fakeprovider/fakeprovidertest"
 )
-
-// TestMain silences the standard logger, through which genai reports every
-// stream that fails, as the stalled ones here do on purpose.
-func TestMain(m *testing.M) {
-	log.SetOutput(io.Discard)
-	os.Exit(m.Run())
-}
 
 // dialects are the built-in providers' dialects, as the server's tests
 // speak them.
