@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/provider/fakekit"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 	fpt "github.com/agentledger/ledger/internal/sim/fakeprovider/fakeprovidertest"
@@ -36,7 +37,7 @@ func compatFake(t *testing.T, preset string, step fakeprovider.Step) (*fakeprovi
 func TestCompatFakeFaults(t *testing.T) {
 	want := map[string]map[fakekit.Fault]events.ErrorKind{
 		"mistral":    {fakekit.FaultRateLimit: events.KindRateLimit, fakekit.FaultOverload: events.KindOverloaded},
-		"groq":       {fakekit.FaultOverload: events.KindOverloaded},
+		"groq":       {fakekit.FaultRateLimit: events.KindRateLimit, fakekit.FaultOverload: events.KindOverloaded},
 		"deepseek":   {fakekit.FaultOverload: events.KindOverloaded},
 		"together":   {fakekit.FaultRateLimit: events.KindRateLimit, fakekit.FaultOverload: events.KindOverloaded},
 		"openrouter": {fakekit.FaultRateLimit: events.KindRateLimit, fakekit.FaultOverload: events.KindOverloaded},
@@ -62,6 +63,9 @@ func TestCompatFakeFaults(t *testing.T) {
 				assert.Contains(t, got.Message, e.Message)
 				if fault == fakekit.FaultRateLimit {
 					assert.Equal(t, 1500*time.Millisecond, got.Hint)
+					if o := cp.RateLimits(oe.Response.Header, time.Now()); len(p.Limits) > 0 {
+						assert.True(t, o.HasRemaining[guard.Requests] && o.Remaining[guard.Requests] == 0, "the preset's requests remaining 0: %+v", o)
+					}
 				}
 				wire := cp.ClassifyResponse(oe.StatusCode, oe.Response.Header, []byte(oe.RawJSON()), time.Now())
 				assert.Equal(t, got.Kind, wire.Kind)

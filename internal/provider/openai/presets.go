@@ -137,7 +137,8 @@ var presets = []Preset{
 			{Status: http.StatusFailedDependency, Kind: events.KindClient, Why: "a remote tool (MCP) the request names failed"},
 		},
 		Fake: FakePreset{Faults: map[fakekit.Fault]FakeError{
-			fakekit.FaultOverload: {498, "capacity_exceeded", "capacity_exceeded", "Flex tier capacity exceeded. Try again later."},
+			fakekit.FaultRateLimit: {http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "Rate limit reached for model on requests per day (RPD)."},
+			fakekit.FaultOverload:  {498, "capacity_exceeded", "capacity_exceeded", "Flex tier capacity exceeded. Try again later."},
 		}},
 	},
 	{
