@@ -89,6 +89,11 @@ type ErrorRule struct {
 // {"error":{...}} body unless said otherwise, and the rules of OpenAI's
 // classification apply to them (status rule, x-should-retry,
 // Retry-After, quota codes) before their own.
+//
+// A new preset is an entry here (with its fake answers), its cases in
+// presets_test.go (errors, rate-limit headers, origin) and
+// compat_fake_test.go (its fake's faults), and a row of the README's
+// table: four files, three of them in this folder.
 var presets = []Preset{
 	{
 		// Mistral's errors come as {"object":"error","message":...,
