@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/agentledger/ledger"
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/emit"
+	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/gateway"
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/provider"
@@ -40,6 +42,18 @@ type gatewayRig struct {
 	pub    *emit.Publisher
 	url    string             // the gateway's
 	kv     jetstream.KeyValue // the gateway's attempt numbers
+	events *retry.MemorySink  // a copy of every event the gateway published
+}
+
+// teeSink publishes every event to next and keeps a copy in mem.
+type teeSink struct {
+	mem  *retry.MemorySink
+	next retry.Sink
+}
+
+func (s teeSink) Publish(ctx context.Context, ev *events.Attempt) error {
+	_ = s.mem.Publish(ctx, ev)
+	return s.next.Publish(ctx, ev)
 }
 
 // rigTimeout bounds an attempt's wait for its answer and a stream's
@@ -50,14 +64,22 @@ const rigTimeout = 2 * time.Second
 
 func startGatewayRig(t *testing.T, seed uint64, mix fakeprovider.Mix, policy retry.Policy) *gatewayRig {
 	t.Helper()
-	r := &gatewayRig{ledger: ledgertest.Start(t)}
+	return startRig(t, fakeprovider.Options{Seed: seed, Mix: mix}, policy)
+}
+
+// startRig starts the rig with the fake provider's options; the gateway
+// also speaks for added, each at its dialect's prefix on the fake
+// provider (which must speak it: fpOpts.Dialects).
+func startRig(t *testing.T, fpOpts fakeprovider.Options, policy retry.Policy, added ...provider.Provider) *gatewayRig {
+	t.Helper()
+	r := &gatewayRig{ledger: ledgertest.Start(t), events: retry.NewMemorySink()}
 	r.js = r.ledger.Connect(t).JetStream()
 	require.Eventually(t, func() bool {
 		_, err := r.js.KeyValue(context.Background(), names.RequestsBucket)
 		return err == nil
 	}, 30*time.Second, 5*time.Millisecond, "the aggregator creates the ledger's buckets, which the gateway looks requests up in")
 	var err error
-	r.fp, err = fakeprovider.Listen("127.0.0.1:0", fakeprovider.Options{Seed: seed, Mix: mix})
+	r.fp, err = fakeprovider.Listen("127.0.0.1:0", fpOpts)
 	require.NoError(t, err)
 	t.Cleanup(r.fp.Close)
 	r.pub, err = emit.New(r.js)
@@ -82,9 +104,17 @@ func startGatewayRig(t *testing.T, seed uint64, mix fakeprovider.Mix, policy ret
 	for _, p := range provider.Names() {
 		origins[p] = r.fp.URL()
 	}
+	providers := provider.Builtin()
+	for _, p := range added {
+		require.NoError(t, providers.Add(p))
+		base := r.fp.BaseURL(p.Name()) // its SDK's: the fake's URL, its prefix and /v1/
+		require.NotEmpty(t, base, "the fake provider speaks %s", p.Name())
+		origins[p.Name()] = strings.TrimSuffix(base, "/v1/")
+	}
 	gw, err := gateway.New(gateway.Config{
+		Providers:            providers,
 		Upstreams:            origins,
-		Retry:                retry.Options{Policy: policy, Sink: r.pub, Breakers: group},
+		Retry:                retry.Options{Policy: policy, Sink: teeSink{r.events, r.pub}, Breakers: group},
 		Attempts:             gateway.NewKVAttempts(kv, gateway.NewKVLedger(r.js)),
 		ForwardLedgerHeaders: true,
 		AttemptTimeout:       rigTimeout,

@@ -27,6 +27,13 @@
 // (an http.Handler built from options, served with these limits), for a
 // program or a test that embeds it.
 //
+// OpenAI-compatible upstreams are mounted only when named (upstreams.go):
+// --upstream NAME=openai-compatible,URL, NAME=PRESET[,URL] or PRESET
+// (mistral, groq, deepseek, together, openrouter, vllm, ollama; package
+// internal/provider/openai), repeatable, or --upstreams FILE, one a line.
+// Clients use http://ADDR/NAME/v1; the ledger records provider NAME, and
+// the guards key by it.
+//
 // Clients authenticate with the keys of --keys FILE (JSON; "gateway key
 // new NAME" makes a key and prints the file's entry for it, which holds
 // only the key's SHA-256): a request without a known key is answered 401

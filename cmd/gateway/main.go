@@ -40,7 +40,9 @@ const usage = `usage: gateway [run] [flags]
 Serves the providers' own APIs on --listen and runs every model call
 through the ledger's retry middleware, publishing one event per attempt.
 Point an SDK's base URL at it: Anthropic http://ADDR, OpenAI
-http://ADDR/v1, Gemini http://ADDR. Set the SDK's own retries to 0.
+http://ADDR/v1, Gemini http://ADDR; an OpenAI-compatible upstream named
+with --upstream (mistral, ollama, ...) http://ADDR/NAME/v1. Set the SDK's
+own retries to 0.
 
 Without --keys it serves loopback addresses only (--insecure-no-auth
 overrides, with a warning). "gateway key new NAME" makes a client key.
@@ -100,6 +102,10 @@ type flags struct {
 	// Server limits (serverlimits.go): connections, calls per client,
 	// bodies in flight, timeouts, metrics.
 	limits limitFlags
+	// OpenAI-compatible upstreams (upstreams.go), and the providers
+	// validate made of them.
+	compat    upstreamFlags
+	compatAPI []provider.Provider
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -143,6 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.Int64Var(&f.outboxBytes, "outbox-max-bytes", emit.DefaultOutboxMaxBytes, "with --outbox: most bytes of unacknowledged events kept")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long calls in flight may finish after SIGINT/SIGTERM before they are cut")
 	f.limits.register(fs)
+	f.compat.register(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -163,6 +170,10 @@ func (f *flags) validate() error {
 		if _, err := gateway.ParseOrigin(*f.upstreams[p]); err != nil {
 			return cli.Usagef("--%s-url: %v", p, err)
 		}
+	}
+	var err error
+	if f.compatAPI, err = f.compat.parse(); err != nil {
+		return err
 	}
 	if err := f.policy.Validate(); err != nil {
 		return cli.Usagef("--max-retries / --retry-base-delay / --retry-max-delay / --hint-cap: %v", err)
@@ -273,6 +284,9 @@ func (f *flags) upstreamAttrs() slog.Attr {
 	for _, p := range slices.Sorted(maps.Keys(f.upstreams)) {
 		attrs = append(attrs, slog.String(p, *f.upstreams[p]))
 	}
+	for _, p := range f.compatAPI {
+		attrs = append(attrs, slog.String(p.Name(), p.Upstream().Origin))
+	}
 	return slog.Group("upstreams", attrs...)
 }
 
@@ -284,7 +298,14 @@ func newGateway(f *flags, l *ledgerConn, refusals *netlimit.Refusals, logger *sl
 	for p, u := range f.upstreams {
 		ups[p] = *u
 	}
+	providers := provider.Builtin()
+	for _, p := range f.compatAPI {
+		if err := providers.Add(p); err != nil {
+			return nil, fmt.Errorf("--upstream %s: %w", p.Name(), err)
+		}
+	}
 	return gateway.New(gateway.Config{
+		Providers:            providers,
 		Upstreams:            ups,
 		Retry:                retry.Options{Policy: f.policy, Sink: l.pub, Guards: l.guards, Logger: logger},
 		Attempts:             gateway.NewKVAttempts(l.attempts, gateway.NewKVLedger(l.conn.JS)),

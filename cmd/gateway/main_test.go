@@ -53,10 +53,7 @@ func TestFlagsRefused(t *testing.T) {
 		{[]string{"--keys", "/no/such/keys.json"}, "--keys"},
 	}
 	for _, tt := range tests {
-		var out, errb bytes.Buffer
-		code := command(context.Background(), tt.args, &out, &errb)
-		assert.Equal(t, cli.ExitUsage, code, "%v", tt.args)
-		assert.Contains(t, errb.String(), tt.want, "%v", tt.args)
+		assertRefused(t, tt.args, tt.want)
 	}
 	var out bytes.Buffer
 	assert.Equal(t, cli.ExitOK, command(context.Background(), []string{"-h"}, &out, io.Discard))

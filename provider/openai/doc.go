@@ -11,6 +11,13 @@
 // retries twice on its own (honouring Retry-After up to 2 minutes), and
 // each hidden retry is a billed attempt the ledger never sees.
 //
+// An OpenAI-compatible API (Mistral, Groq, DeepSeek, Together,
+// OpenRouter, vLLM, Ollama, or any other in OpenAI's dialect) is an
+// Upstream of its own name (Compatible): point the client at it with the
+// Upstream's ClientOptions and record its calls as ledger.Call{Provider:
+// up.Name()}; its errors are classified by the API's own rules (its error
+// bodies, its 429s that are overloads, its quota statuses).
+//
 // Classify recognises a *openai.Error (an HTTP error response) and an
 // error object inside a stream; it leaves transport errors, the attempt's
 // timeout and the caller's cancellation to the middleware.

@@ -47,9 +47,14 @@ var quotaCodes = map[string]bool{
 // billing_hard_limit_reached, billing_not_active) becomes KindQuota and is
 // never retried, whatever the status and headers say. An error inside a
 // stream is classified by its code and type alone and has Status 0.
+//
+// An error of a client built with CompatClientOptions, whose response
+// names an OpenAI-compatible provider (ProviderHeader) made by
+// Compatible, is classified by that provider's preset instead: OpenAI's
+// rules, then the preset's.
 func Classify(err error, now time.Time) (retry.Classification, bool) {
 	var oe *sdk.Error
-	if errors.As(err, &oe) && oe != nil {
+	if asAPIError(err, &oe) {
 		return classifyAPIError(oe, now), true
 	}
 	var se *ssestream.StreamError
@@ -60,6 +65,9 @@ func Classify(err error, now time.Time) (retry.Classification, bool) {
 }
 
 func classifyAPIError(oe *sdk.Error, now time.Time) retry.Classification {
+	if p := compatOf(oe); p != nil {
+		return classifyCompatAPIError(p, oe, now)
+	}
 	var header http.Header
 	if oe.Response != nil {
 		header = oe.Response.Header

@@ -33,6 +33,16 @@
 //     timeout (option.WithRequestTimeout) expires, the call returns the
 //     bare context error.
 //
+// The OpenAI-compatible APIs (Mistral, Groq, DeepSeek, Together,
+// OpenRouter, vLLM, Ollama, or any other at a URL) are providers of
+// OpenAI's dialect under a name of their own (Compatible, compat.go):
+// presets.go holds what each API's documentation says differs from
+// OpenAI (origin, endpoints, rate-limit headers, error rules, usage in
+// streams), compaterr.go reads their error bodies, whatever the shape,
+// and classifies them. Their SDK clients are built with
+// CompatClientOptions, which names the provider on each response so that
+// Classify applies its rules.
+//
 // Classify returns ok false for all but the first two, so that the
 // middleware's chain falls through to retry.ClassifyTransport, which
 // recognises every one of them.

@@ -27,6 +27,13 @@ type FakeOptions struct {
 	// ErrorBody is the body of an error response; nil selects OpenAI's
 	// (OpenAIErrorBody).
 	ErrorBody func(e FakeError) any
+	// Fail answers a fault the API's own way (status, headers and
+	// error), when it says so (ok); nil, or ok false, answers OpenAI's.
+	Fail func(w http.ResponseWriter, d fakekit.Decision) (e FakeError, ok bool)
+	// UsageUnasked: a chat stream ends with its usage whether asked or
+	// not, and a request that asks (stream_options) is refused, as
+	// Mistral does.
+	UsageUnasked bool
 	// Model is the model the simulator asks for; "" selects none, and the
 	// simulator does not drive the provider.
 	Model string
@@ -78,7 +85,7 @@ func (p *Provider) Fake() *fakekit.Dialect {
 // and retry-after. Its Sim, when opts names a model, drives the SDK's
 // Chat.Completions.New.
 func FakeDialect(name string, opts FakeOptions) *fakekit.Dialect {
-	api := &fakeAPI{errorBody: opts.ErrorBody, limitHeaders: opts.RateLimitHeaders}
+	api := &fakeAPI{errorBody: opts.ErrorBody, limitHeaders: opts.RateLimitHeaders, failHook: opts.Fail, usageUnasked: opts.UsageUnasked}
 	if api.errorBody == nil {
 		api.errorBody = OpenAIErrorBody
 	}
@@ -120,6 +127,8 @@ func OpenAIFakeDialect() *fakekit.Dialect {
 type fakeAPI struct {
 	errorBody    func(FakeError) any
 	limitHeaders guard.RateLimitHeaders
+	failHook     func(http.ResponseWriter, fakekit.Decision) (FakeError, bool)
+	usageUnasked bool
 }
 
 // fakeCreated is the fixed creation time of every completion, so that the
@@ -166,6 +175,8 @@ func (api *fakeAPI) chatCompletions(s fakekit.Server, w http.ResponseWriter, r *
 			return "you must provide a model parameter"
 		case len(req.Messages) == 0:
 			return "messages: expected a non-empty array"
+		case api.usageUnasked && req.StreamOptions.IncludeUsage:
+			return "stream_options: Extra inputs are not permitted"
 		}
 		return ""
 	}, func() string { return req.Model })
@@ -178,7 +189,7 @@ func (api *fakeAPI) chatCompletions(s fakekit.Server, w http.ResponseWriter, r *
 	}
 	s.Serve(w, r, c, fakekit.Attempt{
 		Model: req.Model, Stream: req.Stream, MaxOutput: limit,
-		Reply: fakeChatReply{api: api, model: req.Model, limit: limit, stream: req.Stream, includeUsage: req.StreamOptions.IncludeUsage},
+		Reply: fakeChatReply{api: api, model: req.Model, limit: limit, stream: req.Stream, includeUsage: req.StreamOptions.IncludeUsage || api.usageUnasked},
 	})
 }
 
@@ -214,6 +225,12 @@ func (api *fakeAPI) decode(s fakekit.Server, w http.ResponseWriter, r *http.Requ
 // fail answers a fault, for every endpoint.
 func (api *fakeAPI) fail(w http.ResponseWriter, c fakekit.Call, d fakekit.Decision) {
 	id := fakekit.RequestID("req_", c)
+	if api.failHook != nil {
+		if e, ok := api.failHook(w, d); ok {
+			api.error(w, id, e)
+			return
+		}
+	}
 	switch d.Fault {
 	case fakekit.FaultRateLimit:
 		fakekit.RetryAfterHeaders(w, d)
