@@ -35,8 +35,9 @@
 // its mount only. At the root, a provider's accounted path comes first,
 // then a mount, then the passthrough: the first provider at the root
 // whose Upstream.Passthrough recognises the request (Gemini's paths and
-// key, Anthropic's version header and key), else the root's Fallback
-// (OpenAI); a request none of them takes is answered 404. At a mount,
+// key, Anthropic's version header and key, then OpenAI's /v1/); a
+// request none of them takes is answered 404 no_route (a client of an
+// unmounted /ollama/ gets that, and its key goes nowhere). At a mount,
 // whatever the provider does not account is passed through to it.
 // Passthrough requests are proxied unchanged and not accounted (the log
 // says so once per path).

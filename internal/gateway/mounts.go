@@ -25,12 +25,10 @@ type upstream struct {
 }
 
 // mounts are the gateway's providers: by name (each served under
-// /NAME/), those at the root (in the registry's order), and the root's
-// fallback.
+// /NAME/) and those at the root (in the registry's order).
 type mounts struct {
-	byName   map[string]*upstream
-	root     []*upstream
-	fallback *upstream
+	byName map[string]*upstream
+	root   []*upstream
 	// credentialHeaders and credentialQueries are every provider's
 	// (canonical header names; query parameter names), for the client
 	// key's lookup and removal and the redaction of credentials.
@@ -69,12 +67,6 @@ func newMounts(reg *provider.Registry, origins map[string]string) (*mounts, erro
 		m.byName[u.name] = u
 		if u.up.AtRoot {
 			m.root = append(m.root, u)
-		}
-		if u.up.Fallback && u.up.AtRoot {
-			if m.fallback != nil {
-				return nil, fmt.Errorf("Providers: %q and %q are both the root's fallback; at most one may be", m.fallback.name, u.name)
-			}
-			m.fallback = u
 		}
 		for _, h := range u.up.CredentialHeaders {
 			if !slices.Contains(m.credentialHeaders, h) {
@@ -122,8 +114,9 @@ type target struct {
 // provider served there comes first, so that the built-ins' paths keep
 // their meaning; then a mount (/NAME/...), whose provider's Match decides
 // what is accounted; then the root's passthrough, to the first provider
-// whose Passthrough recognises the request, else the fallback. ok is
-// false when no provider takes the request.
+// whose Passthrough recognises the request. ok is false when no provider
+// takes the request: it is refused rather than sent, with the client's
+// credential, to a provider that did not claim it.
 func (m *mounts) resolve(r *http.Request) (t target, ok bool) {
 	post := r.Method == http.MethodPost
 	p := r.URL.Path
@@ -151,10 +144,7 @@ func (m *mounts) resolve(r *http.Request) (t target, ok bool) {
 			return target{u: u, path: p, rawPath: r.URL.RawPath}, true
 		}
 	}
-	if m.fallback == nil {
-		return target{}, false
-	}
-	return target{u: m.fallback, path: p, rawPath: r.URL.RawPath}, true
+	return target{}, false
 }
 
 // cutMount splits a path /NAME/rest (or /NAME) into NAME and /rest ("/"

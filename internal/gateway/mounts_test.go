@@ -25,7 +25,7 @@ func (r renamed) Name() string { return r.name }
 
 func (r renamed) Upstream() provider.Upstream {
 	up := r.Provider.Upstream()
-	up.AtRoot, up.Fallback = false, false
+	up.AtRoot = false
 	return up
 }
 
@@ -78,8 +78,7 @@ func TestMountRouting(t *testing.T) {
 		{"passthrough at a mount needs no hint", "GET", "/gemini/v1/models", nil, "", "/up-gemini/v1/models"},
 		{"passthrough at the root by the hint", "GET", "/v1/models", []string{"Anthropic-Version", "2023-06-01"}, "", "/up-anthropic/v1/models"},
 		{"passthrough at the root, Gemini's path", "GET", "/v1beta/models", nil, "", "/up-gemini/v1beta/models"},
-		{"passthrough at the root, the fallback", "GET", "/v1/models", nil, "", "/up-openai/v1/models"},
-		{"no mount of that name: the root's fallback", "GET", "/nosuch/v1/models", nil, "", "/up-openai/nosuch/v1/models"},
+		{"passthrough at the root, OpenAI's /v1/", "GET", "/v1/models", nil, "", "/up-openai/v1/models"},
 		{"the mount alone", "GET", "/mistral", nil, "", "/up-mistral/"},
 	}
 	for _, tt := range tests {
@@ -154,12 +153,6 @@ func TestProvidersConfig(t *testing.T) {
 			[]string{"Upstreams", `"mistral"`, "anthropic, gemini, openai"}},
 		{"bad origin", Config{Upstreams: map[string]string{openai: "http://h?x=1"}}, []string{`Upstreams["openai"]`, "query"}},
 		{"empty registry", Config{Providers: &provider.Registry{}}, []string{"Providers", "no provider"}},
-		{"two fallbacks", Config{Providers: func() *provider.Registry {
-			reg := provider.Builtin()
-			oai, _ := reg.Lookup(openai)
-			require.NoError(t, reg.Add(fallback{renamed{Provider: oai, name: "other"}}))
-			return reg
-		}()}, []string{"Providers", "fallback"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,11 +193,19 @@ func TestNoRoute(t *testing.T) {
 	assert.Len(t, up.requests(), 1)
 }
 
-// fallback is a provider at the root that is its fallback.
-type fallback struct{ renamed }
-
-func (f fallback) Upstream() provider.Upstream {
-	up := f.renamed.Upstream()
-	up.AtRoot, up.Fallback = true, true
-	return up
+// A request at the root that no provider claims (an unmounted upstream's
+// path, say /ollama/v1/... on a gateway that mounts no ollama) is refused
+// 404: it used to go to OpenAI, the root's fallback, with the client's
+// credential.
+func TestUnclaimedRequestKeepsItsCredential(t *testing.T) {
+	up := startScripted(t, reply(200, usageOfAll))
+	h := newHarness(t, up.srv.URL, nil)
+	for _, path := range []string{"/ollama/v1/chat/completions", "/ollama/api/tags", "/nosuch"} {
+		resp := h.post(path, `{"model":"m"}`, "Authorization", "Bearer sk-ollama-key")
+		body, _ := read(resp)
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+		assert.Equal(t, "no_route", resp.Header.Get(HeaderGatewayError), path)
+		assert.NotContains(t, body, "sk-ollama-key", path)
+	}
+	assert.Empty(t, up.requests(), "nothing reached an upstream")
 }

@@ -83,8 +83,10 @@ type Upstream struct {
 	RequestIDHeader string
 	// Passthrough reports whether a request the gateway does not account
 	// is recognisably this provider's (by a header or path only its
-	// clients send), so that it is proxied here; nil for none. A request
-	// no provider recognises goes to the gateway's fallback provider.
+	// clients send), so that it is proxied here; nil for none. The
+	// providers at the root are asked in the registry's order; a request
+	// none recognises is refused (404), never sent to a guess with the
+	// client's credential.
 	Passthrough func(r *http.Request) bool
 	// AtRoot: the gateway serves the provider at its root (/v1/...) as
 	// well as at its mount (/NAME/v1/...). Only the providers whose SDKs
@@ -92,11 +94,6 @@ type Upstream struct {
 	// must not collide: Anthropic, OpenAI and Gemini. Every other
 	// provider is reached at its mount only.
 	AtRoot bool
-	// Fallback: the gateway proxies to this provider the requests at its
-	// root that it does not account and that no provider's Passthrough
-	// recognises (OpenAI, whose dialect most other clients speak). At
-	// most one provider at the root is the fallback.
-	Fallback bool
 }
 
 // Route is an accounted request, as its path says.

@@ -23,7 +23,6 @@ func TestRegistered(t *testing.T) {
 	up := p.Upstream()
 	assert.Equal(t, []string{"X-Api-Key", "Authorization"}, up.CredentialHeaders)
 	assert.True(t, up.AtRoot)
-	assert.False(t, up.Fallback)
 }
 
 func TestPassthrough(t *testing.T) {

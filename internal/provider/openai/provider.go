@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -37,16 +38,26 @@ var RateLimitHeaders = guard.RateLimitHeaders{
 }
 
 // Default is OpenAI's API: the API key in Authorization as a bearer
-// token, the request ID in x-request-id; at the gateway's root, and its
-// fallback for the requests no provider recognises.
+// token, the request ID in x-request-id; at the gateway's root, where it
+// takes the unaccounted requests under /v1/ that Anthropic's and Gemini's
+// hints do not claim (they are asked first: the registry's order).
 var Default = New(Name, provider.Upstream{
 	Origin:            Origin,
 	CredentialHeaders: []string{"Authorization"},
 	BearerCredential:  true,
 	RequestIDHeader:   RequestIDHeader,
 	AtRoot:            true,
-	Fallback:          true,
+	Passthrough:       passthrough,
 }, RateLimitHeaders)
+
+// passthrough recognises OpenAI's API root, /v1/: every path its SDKs
+// use. A path outside it (say /ollama/... of an upstream this gateway
+// does not mount) is no OpenAI request, and its credential must not go
+// there.
+func passthrough(r *http.Request) bool {
+	p := r.URL.Path
+	return p == "/v1" || strings.HasPrefix(p, "/v1/")
+}
 
 func init() { provider.Register(Default) }
 

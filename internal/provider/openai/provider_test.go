@@ -2,6 +2,7 @@ package openai
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -20,8 +21,10 @@ func TestRegistered(t *testing.T) {
 	assert.Equal(t, []string{"Authorization"}, up.CredentialHeaders)
 	assert.True(t, up.BearerCredential)
 	assert.True(t, up.AtRoot)
-	assert.True(t, up.Fallback)
-	assert.Nil(t, up.Passthrough)
+	require.NotNil(t, up.Passthrough)
+	for path, want := range map[string]bool{"/v1/models": true, "/v1": true, "/v1beta/models": false, "/ollama/v1/models": false, "/": false} {
+		assert.Equal(t, want, up.Passthrough(httptest.NewRequest(http.MethodGet, path, nil)), path)
+	}
 }
 
 // New makes an OpenAI-compatible provider under a name of its own, with
