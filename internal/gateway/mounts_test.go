@@ -169,7 +169,7 @@ func TestProvidersConfig(t *testing.T) {
 	assert.NoError(t, err, "an added provider's origin, with a path prefix")
 }
 
-// Without a fallback at the root, a request no provider takes is
+// A request no provider at the root takes is
 // answered 404, naming the mounts.
 func TestNoRoute(t *testing.T) {
 	up := startScripted(t, reply(200, usageOfAll))

@@ -61,8 +61,9 @@
 // before it, so a broken one cannot tell its input; response.completed
 // of the Responses API); the error body ({"error":{"message","type",
 // "param","code"}}); and the x-ratelimit-{limit,remaining,reset}-
-// {requests,tokens} headers. At the gateway's root OpenAI is the
-// fallback of the requests no provider recognises.
+// {requests,tokens} headers. At the gateway's root OpenAI takes the
+// unaccounted requests under /v1/ that Anthropic's and Gemini's hints do
+// not claim.
 //
 // fake*.go are the APIs' fake dialect (FakeDialect: chat completions,
 // responses, embeddings), which the fake provider of the simulator and
