@@ -53,6 +53,11 @@ func (e *attemptError) Error() string {
 
 func (e *attemptError) Unwrap() error { return e.cause }
 
+// Settled: an error event of the upstream's stream reached the client;
+// the client leaving after it does not make the call the client's
+// cancellation (retry.Settled).
+func (e *attemptError) Settled() bool { return e.streamErr != nil && e.relayed }
+
 // errAttemptTimeout and errIdleTimeout end an attempt that waited too
 // long for its answer, or for the next event of its stream. They are
 // timeouts, which the classification retries (before the first byte).

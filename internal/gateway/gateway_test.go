@@ -355,6 +355,30 @@ func TestClientLeavingAfterTheEndIsASuccess(t *testing.T) {
 	assert.Equal(t, int64(120), evs[0].Usage.InputTokens)
 }
 
+// A client that leaves as soon as the stream's error event reaches it (the
+// SDKs stop there) leaves the call the upstream's failure, not its own
+// cancellation: the breaker and the ledger see an overloaded upstream. It
+// was recorded canceled (about one e2e run in 20 of the compatible
+// presets' test).
+func TestClientLeavingAfterAnErrorEventKeepsTheUpstreamsError(t *testing.T) {
+	hold := func(w http.ResponseWriter, r *http.Request) {
+		sse(false, evStart, evDelta, evOverloaded)(w, r)
+		<-r.Context().Done() // the upstream's end never comes before the client leaves
+	}
+	up := startScripted(t, hold)
+	h := newHarness(t, up.srv.URL, nil)
+	resp := h.post("/v1/messages", anthropicStreamBody, "X-Api-Key", "k")
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && !strings.Contains(sc.Text(), "overloaded_error") {
+	}
+	require.NoError(t, resp.Body.Close())
+	require.Eventually(t, func() bool { return len(h.events()) == 1 }, 10*time.Second, 5*time.Millisecond, "the call's event")
+	evs := h.events()
+	require.NotNil(t, evs[0].Error)
+	assert.Equal(t, events.KindOverloaded, evs[0].Error.Kind)
+	assert.True(t, evs[0].Final)
+}
+
 // An upstream that cannot be reached is retried, then answered 502.
 func TestUpstreamUnreachable(t *testing.T) {
 	h := newHarness(t, "http://127.0.0.1:1", nil)

@@ -41,10 +41,17 @@ func (c *call) stream(actx context.Context, dl *deadline, resp *http.Response, a
 			errData = bytes.Clone(ev.data)
 		}
 		if !v.Drop {
-			if _, err := c.w.Write(ev.raw); err != nil {
-				return report(), c.clientGone()
+			_, err := c.w.Write(ev.raw)
+			if err == nil {
+				err = rc.Flush()
 			}
-			if err := rc.Flush(); err != nil {
+			if err != nil {
+				if errData != nil {
+					// The client left after the stream's error event
+					// reached it (the SDKs stop there): the upstream's
+					// error ended the call, not the client.
+					return report(), c.streamError(resp, errData)
+				}
 				return report(), c.clientGone()
 			}
 		}
@@ -55,14 +62,17 @@ func (c *call) stream(actx context.Context, dl *deadline, resp *http.Response, a
 		v = acc.Observe(ev.name, ev.data)
 	}
 	switch {
+	case errData != nil:
+		// An error event ends the call with the upstream's error, however
+		// the stream ends after it: the client that read it may leave at
+		// once, canceling the read of the rest.
+		return report(), c.streamError(resp, errData)
 	case !errors.Is(err, io.EOF) && !acc.Complete():
 		// After the stream's terminal event the client has all of it and
 		// may leave at once (the SDKs close on [DONE]), canceling the
 		// request and so the read of the upstream's last bytes: that is
 		// the end, not a failure.
 		return report(), c.failure(actx, err)
-	case errData != nil:
-		return report(), &attemptError{p: c.t.u.p, streamErr: errData, header: resp.Header, committed: true, relayed: true, secrets: c.secrets}
 	case !acc.Complete():
 		return report(), c.failure(actx, errStreamCut)
 	}
@@ -89,6 +99,12 @@ func (c *call) firstEventError(resp *http.Response, rd *sseReader, ev *sseEvent)
 		p: c.t.u.p, streamErr: bytes.Clone(ev.data), header: resp.Header, secrets: c.secrets,
 		relay: &upstreamResponse{status: resp.StatusCode, header: resp.Header, body: body},
 	}
+}
+
+// streamError is the failure of a stream that relayed an error event
+// (its data errData) to the client.
+func (c *call) streamError(resp *http.Response, errData []byte) error {
+	return &attemptError{p: c.t.u.p, streamErr: errData, header: resp.Header, committed: true, relayed: true, secrets: c.secrets}
 }
 
 // clientGone is the failure of an attempt whose client stopped reading.

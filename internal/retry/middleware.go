@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -677,11 +678,11 @@ func (m *Middleware) classifySafely(ctx context.Context, err error, now time.Tim
 }
 
 // classify gives the classification of err, the error of an attempt that
-// ended at now. The caller's context being done wins over everything;
-// then m's classifier, then ClassifyTransport; anything else is KindOther
-// and not retryable.
+// ended at now. The caller's context being done wins over everything but
+// a Settled error; then m's classifier, then ClassifyTransport; anything
+// else is KindOther and not retryable.
 func (m *Middleware) classify(ctx context.Context, err error, now time.Time) Classification {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !settled(err) {
 		c, _ := ClassifyTransport(ctx, err)
 		return c
 	}
@@ -815,3 +816,18 @@ func (c *guardCache) get(call *Call) *guard.Guard {
 
 // Guards returns the middleware's guards.
 func (m *Middleware) Guards() *guard.Set { return m.guards.set }
+
+// Settled is implemented by an attempt's error that the upstream decided
+// before the caller left: a proxy that relayed the upstream's error event
+// to its client, which then closed at once, as the SDKs do. Such an error
+// is classified as it is, not as the caller's cancellation, so that the
+// ledger and the breaker see the upstream's failure.
+type Settled interface {
+	Settled() bool
+}
+
+// settled reports whether err, or an error it wraps, is Settled.
+func settled(err error) bool {
+	var s Settled
+	return errors.As(err, &s) && s.Settled()
+}

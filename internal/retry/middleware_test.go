@@ -382,6 +382,36 @@ func TestDoCallerCancelDuringAttempt(t *testing.T) {
 	}
 }
 
+// settledErr is an upstream's error that was decided before the caller
+// left (Settled).
+type settledErr struct{ error }
+
+func (e settledErr) Settled() bool { return true }
+func (e settledErr) Unwrap() error { return e.error }
+func (e settledErr) Error() string { return e.error.Error() }
+
+// A Settled error keeps its own classification when the caller's context
+// is done by the time it is classified: the upstream failed first (a
+// proxy's client that left after the error event reached it).
+func TestDoSettledErrorOutlivesTheCallersCancel(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	_, err := Do(ctx, h.m, testCall, func(ctx context.Context, a Attempt) (int, Report, error) {
+		calls++
+		cancel()
+		return 0, Report{}, settledErr{statusErr(503, 0)}
+	})
+	require.Error(t, err)
+	assert.Equal(t, 1, calls, "the caller is gone: no retry")
+	evs := h.sink.Events()
+	require.NotEmpty(t, evs)
+	require.NotNil(t, evs[0].Error)
+	assert.NotEqual(t, events.KindCanceled, evs[0].Error.Kind, "the attempt is the upstream's 503, not the caller's cancel")
+	assert.Equal(t, 503, evs[0].Error.Status)
+}
+
 func TestDoContextDoneBeforeStart(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
