@@ -137,7 +137,7 @@ func WithInsecureNoAuth() Option {
 // defaults (10 min and 5 min).
 func WithRetryPolicy(p ledger.Policy) Option {
 	return func(o *options) error {
-		rp := retry.Policy(p)
+		rp := p
 		if err := rp.Validate(); err != nil {
 			if pe := (*api.PolicyError)(nil); errors.As(err, &pe) {
 				return invalid("WithRetryPolicy", "%s %s", pe.Field, pe.Rule)

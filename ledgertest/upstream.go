@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger"
-	"github.com/agentledger/ledger/internal/events"
 	_ "github.com/agentledger/ledger/internal/provider/builtin" // the providers the fakes speak
 	"github.com/agentledger/ledger/internal/provider/fakekit"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
@@ -17,7 +16,7 @@ type Step struct{ s fakeprovider.Step }
 
 // Succeed answers with a successful response that reports usage u.
 func Succeed(u ledger.Usage) Step {
-	return Step{fakeprovider.Step{Fault: fakeprovider.FaultNone, Usage: events.Usage(u)}}
+	return Step{fakeprovider.Step{Fault: fakeprovider.FaultNone, Usage: u}}
 }
 
 // RateLimited answers 429 with the hint retry-after (retry-after-ms and
@@ -43,14 +42,14 @@ func BadRequest() Step { return Step{fakeprovider.Step{Fault: fakeprovider.Fault
 // not stream gets a plain 500, which carries no usage, as with the real
 // APIs.
 func FailAfterBilling(u ledger.Usage) Step {
-	return Step{fakeprovider.Step{Fault: fakeprovider.FaultBilledError, Usage: events.Usage(u)}}
+	return Step{fakeprovider.Step{Fault: fakeprovider.FaultBilledError, Usage: u}}
 }
 
 // StallAfterBilling starts a streamed answer that reports (and bills) u,
 // then stalls until the client gives up (its attempt timeout). A request
 // that does not stream stalls without billing.
 func StallAfterBilling(u ledger.Usage) Step {
-	return Step{fakeprovider.Step{Fault: fakeprovider.FaultBilledTimeout, Usage: events.Usage(u)}}
+	return Step{fakeprovider.Step{Fault: fakeprovider.FaultBilledTimeout, Usage: u}}
 }
 
 // Upstream is a fake model API answering the official SDK client of its

@@ -42,7 +42,7 @@ func ClientOptions() []option.RequestOption { return impl.ClientOptions() }
 // input_tokens excludes the prompt cache's tokens, while the ledger's
 // InputTokens counts every input token, so the cache counts are added to
 // it; they are also reported as its subsets.
-func UsageOf(u sdk.Usage) ledger.Usage { return ledger.Usage(impl.UsageOf(u)) }
+func UsageOf(u sdk.Usage) ledger.Usage { return impl.UsageOf(u) }
 
 // RequestID returns the request id of a successful response's headers
 // (read them with option.WithResponseInto), or "" when there is none or it
@@ -64,4 +64,4 @@ func (s *StreamUsage) Observe(ev sdk.MessageStreamEventUnion) { s.s.Observe(ev) 
 
 // Usage returns the usage observed so far, in the ledger's terms (see
 // UsageOf).
-func (s *StreamUsage) Usage() ledger.Usage { return ledger.Usage(s.s.Usage()) }
+func (s *StreamUsage) Usage() ledger.Usage { return s.s.Usage() }

@@ -49,13 +49,13 @@ func NoRetries() *genai.HTTPRetryOptions { return impl.NoRetries() }
 // usage metadata gives zero usage. Tool-use prompt tokens count as input
 // and thinking tokens as output.
 func UsageOf(resp *genai.GenerateContentResponse) ledger.Usage {
-	return ledger.Usage(impl.UsageOf(resp))
+	return impl.UsageOf(resp)
 }
 
 // MetadataUsage converts usage metadata as UsageOf does; nil gives zero
 // usage.
 func MetadataUsage(m *genai.GenerateContentResponseUsageMetadata) ledger.Usage {
-	return ledger.Usage(impl.MetadataUsage(m))
+	return impl.MetadataUsage(m)
 }
 
 // ResponseID returns the response's responseId, the provider's name of
@@ -85,4 +85,4 @@ type StreamUsage struct {
 func (s *StreamUsage) Observe(chunk *genai.GenerateContentResponse) { s.s.Observe(chunk) }
 
 // Usage returns the usage of the latest chunk that had any.
-func (s *StreamUsage) Usage() ledger.Usage { return ledger.Usage(s.s.Usage()) }
+func (s *StreamUsage) Usage() ledger.Usage { return s.s.Usage() }

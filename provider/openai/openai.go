@@ -45,7 +45,7 @@ func ClientOptions() []option.RequestOption { return impl.ClientOptions() }
 // A chat completion stream reports usage only in its last chunk: follow a
 // stream with StreamUsage, which still reports the output streamed when
 // that chunk never comes.
-func UsageOf(u sdk.CompletionUsage) ledger.Usage { return ledger.Usage(impl.UsageOf(u)) }
+func UsageOf(u sdk.CompletionUsage) ledger.Usage { return impl.UsageOf(u) }
 
 // StreamUsage follows the usage of a chat completion stream, so that a
 // stream that breaks before its last chunk still reports what is known of
@@ -64,7 +64,7 @@ type StreamUsage struct {
 func (s *StreamUsage) Observe(chunk sdk.ChatCompletionChunk) { s.s.Observe(chunk) }
 
 // Usage returns the usage so far (see StreamUsage).
-func (s *StreamUsage) Usage() ledger.Usage { return ledger.Usage(s.s.Usage()) }
+func (s *StreamUsage) Usage() ledger.Usage { return s.s.Usage() }
 
 // Complete reports whether the usage chunk arrived.
 func (s *StreamUsage) Complete() bool { return s.s.Complete() }
@@ -81,7 +81,7 @@ type ResponseStreamUsage struct {
 func (s *ResponseStreamUsage) Observe(ev responses.ResponseStreamEventUnion) { s.s.Observe(ev) }
 
 // Usage returns the usage so far (see ResponseStreamUsage).
-func (s *ResponseStreamUsage) Usage() ledger.Usage { return ledger.Usage(s.s.Usage()) }
+func (s *ResponseStreamUsage) Usage() ledger.Usage { return s.s.Usage() }
 
 // Complete reports whether the response's usage arrived.
 func (s *ResponseStreamUsage) Complete() bool { return s.s.Complete() }
@@ -89,7 +89,7 @@ func (s *ResponseStreamUsage) Complete() bool { return s.s.Complete() }
 // ResponseUsageOf converts the usage of a Responses API response to the
 // ledger's.
 func ResponseUsageOf(u responses.ResponseUsage) ledger.Usage {
-	return ledger.Usage(impl.ResponseUsageOf(u))
+	return impl.ResponseUsageOf(u)
 }
 
 // RequestID returns the x-request-id of a response's headers, or "" when
