@@ -14,6 +14,7 @@ import (
 	"github.com/agentledger/ledger"
 	internal "github.com/agentledger/ledger/internal/gateway"
 	"github.com/agentledger/ledger/internal/netlimit"
+	"github.com/agentledger/ledger/internal/provider"
 	_ "github.com/agentledger/ledger/internal/provider/builtin" // the providers it speaks for
 	"github.com/agentledger/ledger/internal/pubsink"
 	"github.com/agentledger/ledger/internal/retry"
@@ -86,7 +87,15 @@ func New(opts ...Option) (*Gateway, error) {
 		policy = *o.policy
 	}
 	g.refusals = netlimit.NewRefusals(log, 0, nil)
+	providers := provider.Builtin()
+	for _, p := range o.compat {
+		if err := providers.Add(p); err != nil {
+			g.release()
+			return nil, invalid("WithOpenAICompatible", "%v", err)
+		}
+	}
 	g.h, err = internal.New(internal.Config{
+		Providers:         providers,
 		Upstreams:         o.upstreams,
 		Retry:             retry.Options{Policy: policy, Sink: pubsink.Of(g.pub), Logger: log},
 		Attempts:          g.numbers,

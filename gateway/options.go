@@ -11,6 +11,9 @@ import (
 	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	internal "github.com/agentledger/ledger/internal/gateway"
+	"github.com/agentledger/ledger/internal/provider"
+
+	"github.com/agentledger/ledger/internal/provider/openai"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -25,6 +28,7 @@ type options struct {
 	connOpts  []ledger.ConnectOption
 	pub       *ledger.Publisher // WithPublisher
 	upstreams map[string]string
+	compat    []provider.Provider // WithOpenAICompatible
 	keysFile  string
 	insecure  bool
 	policy    *retry.Policy
@@ -101,6 +105,30 @@ func WithUpstream(provider, origin string) Option {
 			o.upstreams = make(map[string]string)
 		}
 		o.upstreams[provider] = origin
+		return nil
+	}
+}
+
+// WithOpenAICompatible mounts an API in OpenAI's dialect at /NAME/ (its
+// clients use http://GATEWAY/NAME/v1) and records its calls under
+// provider name. preset names the rules that apply (origin, endpoints,
+// rate-limit headers, errors: "mistral", "groq", "deepseek", "together",
+// "openrouter", "vllm", "ollama"); "" applies OpenAI's, and then origin
+// is required. origin is the API's origin without the /v1 its clients'
+// paths carry ("http://10.0.0.5:8000"); "" takes the preset's. It is
+// cmd/gateway's --upstream NAME=PRESET,URL.
+func WithOpenAICompatible(name, preset, origin string) Option {
+	return func(o *options) error {
+		p, err := openai.Compatible(name, openai.Config{Preset: preset, Origin: origin})
+		if err != nil {
+			return invalid("WithOpenAICompatible", "%v", err)
+		}
+		for _, q := range o.compat {
+			if q.Name() == name {
+				return invalid("WithOpenAICompatible", "%q is mounted twice", name)
+			}
+		}
+		o.compat = append(o.compat, p)
 		return nil
 	}
 }

@@ -64,3 +64,11 @@ func GatewayUpstream(up *Upstream) gateway.Option {
 	// request's path to the origin's.
 	return gateway.WithUpstream(up.provider, up.srv.URL()+"/"+up.provider)
 }
+
+// GatewayCompatible mounts up, a fake OpenAI (FakeOpenAI), as the
+// OpenAI-compatible upstream name under OpenAI's rules: clients call
+// GATEWAY/name/v1 and the ledger records provider name
+// (gateway.WithOpenAICompatible).
+func GatewayCompatible(name string, up *Upstream) gateway.Option {
+	return gateway.WithOpenAICompatible(name, "", up.srv.URL()+"/"+up.provider)
+}

@@ -48,6 +48,33 @@ func TestGatewayRetriesAServerError(t *testing.T) {
 	assert.Equal(t, int64(1), s.Requests, "one logical call")
 }
 
+// An OpenAI-compatible upstream mounted under its own name: the client
+// calls GATEWAY/corp/v1, the retry is the gateway's, and the ledger
+// records provider "corp".
+func TestGatewayOpenAICompatibleUpstream(t *testing.T) {
+	l := ledgertest.Start(t)
+	up := ledgertest.FakeOpenAI(t, ledgertest.Overloaded(), ledgertest.Succeed(ledger.Usage{InputTokens: 80, OutputTokens: 9}))
+	gw := ledgertest.StartGateway(t, l, ledgertest.GatewayCompatible("corp", up), gateway.WithRetryPolicy(quick))
+
+	client := osdk.NewClient(append([]ooption.RequestOption{ooption.WithBaseURL(gw.URL() + "/corp/v1"), ooption.WithAPIKey("test"),
+		ooption.WithHeader("X-Ledger-Session-Id", "sess-corp"), ooption.WithHeader("X-Ledger-Request-Id", "req-corp")}, openai.ClientOptions()...)...)
+	_, err := client.Chat.Completions.New(t.Context(), osdk.ChatCompletionNewParams{
+		Model: "corp-large", Messages: []osdk.ChatCompletionMessageParamUnion{osdk.UserMessage("hello")},
+	})
+	require.NoError(t, err)
+	r := l.WaitRequest(t, "req-corp")
+	assert.Equal(t, "corp", r.Provider)
+	assert.Equal(t, 2, r.Attempts)
+	assert.Equal(t, ledger.Usage{InputTokens: 80, OutputTokens: 9}, r.Usage)
+
+	_, err = gateway.New(gateway.WithPublisher(l.Publisher(t)), gateway.WithOpenAICompatible("openai", "", "http://127.0.0.1:1"))
+	require.ErrorIs(t, err, ledger.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "already registered", "a built-in name is taken")
+	_, err = gateway.New(gateway.WithPublisher(l.Publisher(t)), gateway.WithOpenAICompatible("corp", "", ""))
+	require.ErrorIs(t, err, ledger.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "WithOpenAICompatible")
+}
+
 // P25 through the gateway: the provider bills a streamed attempt and
 // then fails it. Its first event had reached the client, so the gateway
 // cannot retry it; the client calls again with the same request ID, and
