@@ -57,6 +57,7 @@ type Entry struct {
 	Tiers  []Tier // ascending AboveInputTokens
 	Source string // where the price was read (a URL)
 	ReadOn time.Time
+	Note   string // free text: how the price was read or derived
 }
 
 // key finds an entry's prices.
@@ -270,12 +271,12 @@ func (e *Entry) RatesFor(inputTokens int64) Rates {
 }
 
 // reasoningTokens is the part of the output tokens that is reasoning
-// (thinking). Wire contract v1 does not carry it yet (the `usage` branch
-// adds it): until then every output token is priced at the output rate,
-// which is the provider's price wherever reasoning is not priced apart.
-func reasoningTokens(u events.Usage) int64 { return 0 }
+// (thinking): the contract's usage.reasoning_tokens, a subset of
+// output_tokens. Where a provider does not price it apart the entry's
+// Reasoning rate is its Output rate, so reasoning tokens are output tokens.
+func reasoningTokens(u events.Usage) int64 { return u.ReasoningTokens }
 
 // cacheWrite1hTokens is the part of the cache creation tokens written
-// with a 1-hour lifetime (Anthropic's ephemeral_1h_input_tokens). Until
-// the contract carries it every cache write is priced at CacheWrite.
-func cacheWrite1hTokens(u events.Usage) int64 { return 0 }
+// with a 1-hour lifetime (Anthropic's ephemeral_1h_input_tokens): the
+// contract's usage.cache_creation_1h_input_tokens.
+func cacheWrite1hTokens(u events.Usage) int64 { return u.CacheCreation1hInputTokens }

@@ -210,7 +210,7 @@ func (p *parser) entry(i int, raw []byte) (Entry, bool) {
 	if strings.TrimSpace(e.Source) == "" {
 		p.fail(i, name, "source", "missing; every price names where it was read (a URL)")
 	}
-	p.text(m, "note", i, name, "")
+	e.Note, _ = p.text(m, "note", i, name, "")
 
 	var given []string
 	e.Rates, given = p.rates(m, i, name, "")
