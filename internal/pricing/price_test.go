@@ -271,12 +271,12 @@ func TestPriceDatedEntries(t *testing.T) {
 		ok    bool
 	}{
 		{"claude-sonnet-5-5", day("2026-09-27"), 0, false},
-		{"claude-sonnet-5-5", day("2026-09-28"), 200_000_000, true},                     // 1M reads x $0.20
+		{"claude-sonnet-5-5", day("2026-09-28"), 200_000_000, true},                       // 1M reads x $0.20
 		{"claude-sonnet-5-5", day("2026-10-07").Add(-time.Nanosecond), 200_000_000, true}, // last instant of the old price
-		{"claude-sonnet-5-5", day("2026-10-07"), 100_000_000, true},                     // 1M reads x $0.10
-		{"claude-sonnet-5-5-20260929", day("2026-10-08"), 100_000_000, true},            // its family's entry
-		{"claude-sonnet-5-5-20261001", day("2026-10-08"), 1_000_000_000, true},          // its own entry: 1M reads x $1 (cache_read defaults to input)
-		{"claude-sonnet-5-5-20261001", day("2026-09-30"), 200_000_000, true},            // before its own entry: the family's
+		{"claude-sonnet-5-5", day("2026-10-07"), 100_000_000, true},                       // 1M reads x $0.10
+		{"claude-sonnet-5-5-20260929", day("2026-10-08"), 100_000_000, true},              // its family's entry
+		{"claude-sonnet-5-5-20261001", day("2026-10-08"), 1_000_000_000, true},            // its own entry: 1M reads x $1 (cache_read defaults to input)
+		{"claude-sonnet-5-5-20261001", day("2026-09-30"), 200_000_000, true},              // before its own entry: the family's
 	} {
 		cost, ok := c.Price(Attempt{Provider: "anthropic", Model: tc.model, At: tc.at, Usage: u})
 		if ok != tc.ok || cost.Total != tc.want {
