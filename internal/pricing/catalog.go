@@ -165,12 +165,24 @@ func (c *Catalog) find(provider, model, tier string, from time.Time) (*Entry, bo
 	return nil, false
 }
 
-// Lookup returns the entry that prices the attempt: the one of its exact
-// model if the catalog has one effective at a.At, else the one of its
-// family (see Family); of those, the latest effective at a.At. The
-// provider, model and tier are compared in lower case; the tier names
-// "standard", "default" and "auto" are the standard tier.
-func (c *Catalog) Lookup(provider, model, serviceTier string, at time.Time) (*Entry, bool) {
+// Lookup returns a copy of the entry that prices an attempt of this
+// provider, model and service tier at time at: the one of its exact model
+// if the catalog has one effective at at, else the one of its family (see
+// Family); of those, the latest effective at at. The provider, model and
+// tier are compared in lower case; the tier names "standard", "default"
+// and "auto" are the standard tier.
+func (c *Catalog) Lookup(provider, model, serviceTier string, at time.Time) (Entry, bool) {
+	e, ok := c.lookup(provider, model, serviceTier, at)
+	if !ok {
+		return Entry{}, false
+	}
+	out := *e
+	out.Tiers = slices.Clone(e.Tiers)
+	return out, true
+}
+
+// lookup is Lookup without the copy: the entry stays the catalog's.
+func (c *Catalog) lookup(provider, model, serviceTier string, at time.Time) (*Entry, bool) {
 	if c == nil {
 		return nil, false
 	}
@@ -224,7 +236,7 @@ func normalTier(t string) string {
 // even, to Money. Negative counts (which the contract refuses) count as
 // 0, so a cost is never negative.
 func (c *Catalog) Price(a Attempt) (Cost, bool) {
-	e, ok := c.Lookup(a.Provider, a.Model, a.ServiceTier, a.At)
+	e, ok := c.lookup(a.Provider, a.Model, a.ServiceTier, a.At)
 	if !ok {
 		return Cost{}, false
 	}

@@ -231,3 +231,26 @@ func TestPriceDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogIsImmutable: what Lookup and Entries return are copies; a
+// caller that changes them does not change the catalog's prices.
+func TestCatalogIsImmutable(t *testing.T) {
+	c := Default()
+	version := c.Version()
+	a := Attempt{Provider: "anthropic", Model: "claude-sonnet-4-5", At: day("2026-08-01"), Usage: events.Usage{InputTokens: 300_000}}
+	before, _ := c.Price(a)
+	e, ok := c.Lookup(a.Provider, a.Model, a.ServiceTier, a.At)
+	if !ok || len(e.Tiers) == 0 {
+		t.Fatal("no entry with a long-context tier")
+	}
+	e.Input, e.Tiers[0].Input = 0, 0
+	for _, x := range c.Entries() {
+		x.Output = 0
+		for i := range x.Tiers {
+			x.Tiers[i].Input = 0
+		}
+	}
+	if after, _ := c.Price(a); after != before || c.Version() != version {
+		t.Fatalf("changing returned entries changed the catalog: %+v, then %+v", before, after)
+	}
+}
