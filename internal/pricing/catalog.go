@@ -69,6 +69,10 @@ type Catalog struct {
 	entries []Entry         // canonical order: provider, model, tier, effective_from
 	index   map[key][]int32 // indexes into entries, ascending EffectiveFrom
 	version string
+	// exact is whether some entry is keyed by a model ID that is not its
+	// own family (a dated snapshot priced apart); without one, a dated ID
+	// can only match its family's entry and Price looks up once.
+	exact bool
 }
 
 // Attempt is what Price needs of one attempt.
@@ -96,6 +100,7 @@ func newCatalog(entries []Entry) *Catalog {
 	for i, e := range entries {
 		k := key{e.Provider, e.Model, e.ServiceTier}
 		c.index[k] = append(c.index[k], int32(i))
+		c.exact = c.exact || Family(e.Provider, e.Model) != e.Model
 	}
 	c.version = digest(entries)
 	return c
@@ -188,13 +193,13 @@ func (c *Catalog) lookup(provider, model, serviceTier string, at time.Time) (*En
 	}
 	provider, model = strings.ToLower(provider), strings.ToLower(model)
 	tier := normalTier(serviceTier)
-	if e, ok := c.latest(key{provider, model, tier}, at); ok {
-		return e, true
+	fam := Family(provider, model)
+	if fam != model && c.exact {
+		if e, ok := c.latest(key{provider, model, tier}, at); ok {
+			return e, true
+		}
 	}
-	if fam := Family(provider, model); fam != model {
-		return c.latest(key{provider, fam, tier}, at)
-	}
-	return nil, false
+	return c.latest(key{provider, fam, tier}, at)
 }
 
 func (c *Catalog) latest(k key, at time.Time) (*Entry, bool) {
