@@ -57,6 +57,12 @@ type Attempt struct {
 type Report struct {
 	Usage             Usage
 	ProviderRequestID string // the provider's request-id; overrides the classifier's
+	// EstimatedInputTokens is the input estimated with a tokenizer when
+	// the provider never reported it (an OpenAI stream cut before its
+	// usage chunk: the openai adapter's StreamUsage.Report); 0 when
+	// nothing was estimated. It is recorded apart from Usage, in the
+	// attempt's estimated_input_tokens, never added to its input.
+	EstimatedInputTokens int64
 	// Header is the response's header, when the function has it
 	// (optional): with fleet limits, the rate-limit headers in it
 	// (Anthropic's and OpenAI's) teach the fleet the upstream's limits.

@@ -729,6 +729,7 @@ func (r *run) record(n int, eventID string, started, finished time.Time, rep Rep
 	ev.Attempt = n
 	ev.Final = final
 	ev.Usage = rep.Usage
+	ev.EstimatedInputTokens = min(max(rep.EstimatedInputTokens, 0), events.MaxTokens)
 	ev.StartedAt = started
 	ev.FinishedAt = finished
 	ev.ProviderRequestID = rep.ProviderRequestID

@@ -985,3 +985,30 @@ func mustGroup(t *testing.T, cfg breaker.Config) *breaker.Group {
 	require.NoError(t, err)
 	return g
 }
+
+// An attempt's estimated input is recorded in its event apart from its
+// usage, never added to the input; a negative one is 0.
+func TestDoRecordsTheEstimatedInputApart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		reported int64
+		want     int64
+	}{
+		{"an estimate", 812, 812},
+		{"none", 0, 0},
+		{"negative", -5, 0},
+		{"beyond the contract", events.MaxTokens + 1, events.MaxTokens},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			u := events.Usage{OutputTokens: 7}
+			s := &scripted{steps: []step{{report: Report{Usage: u, EstimatedInputTokens: tc.reported}}}}
+			_, err := Do(t.Context(), h.m, testCall, s.fn)
+			require.NoError(t, err)
+			evs := h.sink.Events()
+			require.Len(t, evs, 1)
+			assert.Equal(t, tc.want, evs[0].EstimatedInputTokens)
+			assert.Equal(t, u, evs[0].Usage, "the estimate is not the usage's input")
+		})
+	}
+}
