@@ -139,6 +139,18 @@ type Stream interface {
 	ProviderID() string
 }
 
+// InputEstimator is a Stream that can estimate the input of a request
+// whose stream never reported it (OpenAI's chat and Responses streams,
+// cut before their usage). The gateway records the estimate apart from
+// the usage (the attempt's estimated_input_tokens), never as its input.
+type InputEstimator interface {
+	// EstimatedInput is the request's input in tokens, estimated with a
+	// tokenizer, when the stream took the request (an event other than
+	// an error arrived) but never reported its usage; 0 otherwise. It is
+	// called after the stream ended, once.
+	EstimatedInput() int64
+}
+
 // Verdict is what a Stream says of one event.
 type Verdict struct {
 	// Drop: the event is not for the client (the usage chunk the

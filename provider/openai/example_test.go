@@ -29,3 +29,32 @@ func ExampleClassify() {
 	fmt.Println(ok, c.Kind, c.Retryable, c.Hint, c.ProviderRequestID)
 	// Output: true rate_limit true 250ms req_7
 }
+
+// The input of a chat request, as the model family's tokenizer counts it
+// with OpenAI's per-message overheads: 3 for the message, 1 for "user",
+// 1 for "hello", 3 for the reply.
+func ExampleEstimateInput() {
+	e, err := openai.EstimateInput(sdk.ChatCompletionNewParams{
+		Model:    "gpt-4o",
+		Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage("hello")},
+	})
+	fmt.Println(e.Tokens, e.Encoding, e.Partial, err)
+	// Output: 8 o200k_base false <nil>
+}
+
+// A stream cut before its usage chunk: Report carries the output
+// streamed in Usage, and the input estimated from the request apart, in
+// EstimatedInputTokens, which the ledger records as estimated.
+func ExampleNewStreamUsage() {
+	params := sdk.ChatCompletionNewParams{
+		Model:    "gpt-4o",
+		Messages: []sdk.ChatCompletionMessageParamUnion{sdk.UserMessage("hello")},
+	}
+	usage := openai.NewStreamUsage(params)
+	var chunk sdk.ChatCompletionChunk
+	_ = chunk.UnmarshalJSON([]byte(`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"}}]}`))
+	usage.Observe(chunk) // ... and the stream breaks
+	r := usage.Report()
+	fmt.Println(usage.Complete(), r.Usage.InputTokens, r.Usage.OutputTokens, r.EstimatedInputTokens)
+	// Output: false 0 1 8
+}

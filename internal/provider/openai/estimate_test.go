@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/internal/provider"
 )
 
 // cookbook reads a request of OpenAI's cookbook ("How to count tokens
@@ -244,6 +246,53 @@ func BenchmarkEstimateInput(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// event is one server-sent event: its name and data.
+type event struct{ name, data string }
+
+// The gateway's accountants estimate the input of a stream whose usage
+// never came, and only then: not when the usage arrived, not when
+// nothing but an error arrived. Before issue 19 such a stream's input was
+// 0 and nothing said it was unknown.
+func TestStreamEstimatesInputWhenTheUsageNeverCame(t *testing.T) {
+	const (
+		chatBody = `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hello"}]}` // 3+1+1+3
+		respBody = `{"model":"gpt-5","stream":true,"input":"hello world"}`                           // 3+1+2+3
+		content  = `{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}]}`
+		usage    = `{"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9}}`
+		errChunk = `{"error":{"message":"overloaded","type":"server_error"}}`
+		delta    = `{"type":"response.output_text.delta","delta":"hi"}`
+		done     = `{"type":"response.completed","response":{"usage":{"input_tokens":9,"output_tokens":1,"total_tokens":10}}}`
+	)
+	for _, tc := range []struct {
+		name, endpoint, body string
+		events               []event
+		want                 int64
+		usage                int64 // input the stream reported
+	}{
+		{"chat cut before its usage", EndpointChat, chatBody, []event{{"", content}}, 8, 0},
+		{"chat without include_usage", EndpointChat, chatBody, []event{{"", content}, {"", "[DONE]"}}, 8, 0},
+		{"chat with its usage", EndpointChat, chatBody, []event{{"", content}, {"", usage}, {"", "[DONE]"}}, 0, 8},
+		{"chat: an error and nothing else", EndpointChat, chatBody, []event{{"", errChunk}}, 0, 0},
+		{"chat cut before any event", EndpointChat, chatBody, nil, 0, 0},
+		{"chat: an error after content", EndpointChat, chatBody, []event{{"", content}, {"", errChunk}}, 8, 0},
+		{"responses cut before completed", EndpointResponses, respBody, []event{{"response.output_text.delta", delta}}, 9, 0},
+		{"responses completed", EndpointResponses, respBody, []event{{"response.output_text.delta", delta}, {"response.completed", done}}, 0, 9},
+		{"responses: an error and nothing else", EndpointResponses, respBody, []event{{"error", errChunk}}, 0, 0},
+		{"a body that is not JSON", EndpointChat, `not json`, []event{{"", content}}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Default.NewStream(provider.Route{Endpoint: tc.endpoint}, nil, provider.Request{Stream: true, Body: []byte(tc.body)})
+			for _, ev := range tc.events {
+				s.Observe(ev.name, []byte(ev.data))
+			}
+			est, ok := s.(provider.InputEstimator)
+			require.True(t, ok, "OpenAI's streams estimate their input")
+			assert.Equal(t, tc.want, est.EstimatedInput())
+			assert.Equal(t, tc.usage, s.Usage().InputTokens, "the estimate is never the usage's input")
 		})
 	}
 }
