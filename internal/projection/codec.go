@@ -24,7 +24,12 @@ import (
 //	         cache_creation_input_tokens, "started_at", "finished_at"] and,
 //	         only when they differ from the record's provider and model,
 //	         two indexes into "names": the entry's provider and model
-//	         (flags: 1 = outcome success, 2 = final);
+//	         (flags: 1 = outcome success, 2 = final); then, only when the
+//	         usage has a subset that is not 0, an object of them: "c1h"
+//	         cache_creation_1h_input_tokens, "rsn" reasoning_tokens (each
+//	         only when not 0). So an entry has 9, 10, 11 or 12 members,
+//	         and an entry of a usage without subsets is written as before
+//	         they existed;
 //	"names": present only when an entry refers to it: the distinct
 //	         providers and models of those entries, in order of first use,
 //	         each written as a name (appendName);
@@ -145,7 +150,34 @@ func (r *Request) appendEntry(b []byte, e *Entry, names *nameTable) []byte {
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(names.id(e.Model)), 10)
 	}
+	if u := e.Usage; u.CacheCreation1hInputTokens != 0 || u.ReasoningTokens != 0 {
+		b = append(b, `,{`...)
+		sep := byte(0)
+		for _, f := range [...]struct {
+			key string
+			n   int64
+		}{{"c1h", u.CacheCreation1hInputTokens}, {"rsn", u.ReasoningTokens}} {
+			if f.n == 0 {
+				continue
+			}
+			if sep != 0 {
+				b = append(b, sep)
+			}
+			sep = ','
+			b = append(b, '"')
+			b = append(b, f.key...)
+			b = append(b, `":`...)
+			b = strconv.AppendInt(b, f.n, 10)
+		}
+		b = append(b, '}')
+	}
 	return append(b, ']')
+}
+
+// entryExtra is the object that ends a log entry whose usage has subsets.
+type entryExtra struct {
+	CacheCreation1h int64 `json:"c1h"`
+	Reasoning       int64 `json:"rsn"`
 }
 
 // nameTable numbers the distinct providers and models of a record's log
@@ -285,7 +317,8 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 
 // decodeEntry reads a log entry: an object, or an array whose provider and
 // model are the record's (9 members), strings (11, the layout before the
-// table) or indexes into names (11).
+// table) or indexes into names (11), each possibly followed by the object
+// of the usage's subsets (10 or 12).
 func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) error {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	if len(raw) == 0 || raw[0] != '[' {
@@ -295,8 +328,20 @@ func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) err
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return err
 	}
+	if n := len(f); n == 10 || n == 12 {
+		last := bytes.TrimLeft(f[n-1], " \t\r\n")
+		if len(last) == 0 || last[0] != '{' {
+			return fmt.Errorf("%d members and the last is not an object", n)
+		}
+		var x entryExtra
+		if err := json.Unmarshal(last, &x); err != nil {
+			return fmt.Errorf("usage subsets: %w", err)
+		}
+		e.Usage.CacheCreation1hInputTokens, e.Usage.ReasoningTokens = x.CacheCreation1h, x.Reasoning
+		f = f[:n-1]
+	}
 	if len(f) != 9 && len(f) != 11 {
-		return fmt.Errorf("%d members, want 9 or 11", len(f))
+		return fmt.Errorf("%d members, want 9 to 12", len(f))
 	}
 	var flags int
 	targets := []any{&e.Attempt, &e.EventID, &flags, &e.Usage.InputTokens, &e.Usage.OutputTokens,

@@ -106,7 +106,8 @@ func worstCaseRecord() *Request {
 	r := NewRequest(long('r', events.MaxIDLength), long('s', events.MaxIDLength))
 	late := time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
 	max := events.Usage{InputTokens: events.MaxTokens, OutputTokens: events.MaxTokens,
-		CacheReadInputTokens: events.MaxTokens, CacheCreationInputTokens: events.MaxTokens}
+		CacheReadInputTokens: events.MaxTokens, CacheCreationInputTokens: events.MaxTokens,
+		CacheCreation1hInputTokens: events.MaxTokens, ReasoningTokens: events.MaxTokens}
 	for a := 0; a <= events.MaxAttempt; a++ {
 		e := Entry{Attempt: a, EventID: ulidAt(a), Outcome: events.OutcomeError, Final: true,
 			Provider: distinct(a, events.MaxProviderLength), Model: distinct(a, events.MaxModelLength),
