@@ -48,7 +48,7 @@ import (
 // model of the longest and most escaped kind, every number at its largest
 // (docs/contract.md states it). It leaves room under NATS's default
 // max_payload of 1 MiB for the headers of a write.
-const MaxRequestRecordBytes = 640 << 10
+const MaxRequestRecordBytes = 672 << 10
 
 // entrySuccess and entryFinal are the bits of a compact log entry's flags.
 const (
@@ -79,6 +79,7 @@ func (r *Request) appendJSON(b []byte) []byte {
 	b = events.AppendUsage(b, r.Usage)
 	b = append(b, `,"billed":`...)
 	b = events.AppendUsage(b, r.Billed)
+	b = appendEstimated(b, r.EstimatedInputTokens)
 	b = append(b, `,"first_started_at":`...)
 	b = appendTime(b, r.FirstStartedAt)
 	b = append(b, `,"last_finished_at":`...)
@@ -150,13 +151,13 @@ func (r *Request) appendEntry(b []byte, e *Entry, names *nameTable) []byte {
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(names.id(e.Model)), 10)
 	}
-	if u := e.Usage; u.CacheCreation1hInputTokens != 0 || u.ReasoningTokens != 0 {
+	if u := e.Usage; u.CacheCreation1hInputTokens != 0 || u.ReasoningTokens != 0 || e.EstimatedInput != 0 {
 		b = append(b, `,{`...)
 		sep := byte(0)
 		for _, f := range [...]struct {
 			key string
 			n   int64
-		}{{"c1h", u.CacheCreation1hInputTokens}, {"rsn", u.ReasoningTokens}} {
+		}{{"c1h", u.CacheCreation1hInputTokens}, {"rsn", u.ReasoningTokens}, {"est", e.EstimatedInput}} {
 			if f.n == 0 {
 				continue
 			}
@@ -174,10 +175,23 @@ func (r *Request) appendEntry(b []byte, e *Entry, names *nameTable) []byte {
 	return append(b, ']')
 }
 
-// entryExtra is the object that ends a log entry whose usage has subsets.
+// entryExtra is the object that ends a log entry whose usage has subsets,
+// or whose input was estimated.
 type entryExtra struct {
 	CacheCreation1h int64 `json:"c1h"`
 	Reasoning       int64 `json:"rsn"`
+	Estimated       int64 `json:"est"`
+}
+
+// appendEstimated appends the estimated input of a record or totals: a
+// member only when there is one, so that records without keep their
+// layout.
+func appendEstimated(b []byte, n int64) []byte {
+	if n == 0 {
+		return b
+	}
+	b = append(b, `,"estimated_input_tokens":`...)
+	return strconv.AppendInt(b, n, 10)
 }
 
 // nameTable numbers the distinct providers and models of a record's log
@@ -264,7 +278,8 @@ func appendTotalsFields(b []byte, t Totals) []byte {
 	b = append(b, `,"usage":`...)
 	b = events.AppendUsage(b, t.Usage)
 	b = append(b, `,"billed":`...)
-	return events.AppendUsage(b, t.Billed)
+	b = events.AppendUsage(b, t.Billed)
+	return appendEstimated(b, t.EstimatedInputTokens)
 }
 
 // appendTime appends t as a JSON string in RFC 3339 with nanoseconds, UTC.
@@ -338,6 +353,7 @@ func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) err
 			return fmt.Errorf("usage subsets: %w", err)
 		}
 		e.Usage.CacheCreation1hInputTokens, e.Usage.ReasoningTokens = x.CacheCreation1h, x.Reasoning
+		e.EstimatedInput = x.Estimated
 		f = f[:n-1]
 	}
 	if len(f) != 9 && len(f) != 11 {

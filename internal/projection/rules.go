@@ -37,4 +37,8 @@ func (r *Request) Conflicts(ev *events.Attempt) bool {
 //
 // 3: the usage subsets (reasoning_tokens, cache_creation_1h_input_tokens)
 // are read, checked against their wholes and summed (issue 19).
-const RulesVersion = 3
+//
+// 4: an attempt's estimated_input_tokens is kept in its log entry and
+// summed apart, in the request's and the session's
+// estimated_input_tokens (issue 19).
+const RulesVersion = 4
