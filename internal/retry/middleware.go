@@ -729,10 +729,11 @@ func (r *run) record(n int, eventID string, started, finished time.Time, rep Rep
 	ev.Attempt = n
 	ev.Final = final
 	ev.Usage = rep.Usage
-	ev.EstimatedInputTokens = min(max(rep.EstimatedInputTokens, 0), events.MaxTokens)
 	ev.StartedAt = started
 	ev.FinishedAt = finished
 	ev.ProviderRequestID = rep.ProviderRequestID
+	ev.ServiceTier = events.ServiceTier(rep.ServiceTier)
+	ev.EstimatedInputTokens = min(max(rep.EstimatedInputTokens, 0), events.MaxTokens)
 	if c == nil {
 		ev.Outcome = events.OutcomeSuccess
 		ev.Error = nil

@@ -83,6 +83,10 @@ func (s *StreamUsage) Usage() ledger.Usage { return s.s.Usage() }
 // Complete reports whether the usage chunk arrived.
 func (s *StreamUsage) Complete() bool { return s.s.Complete() }
 
+// ServiceTier returns the service tier the chunks named, as ServiceTierOf
+// writes it; "" until one names it.
+func (s *StreamUsage) ServiceTier() string { return s.s.ServiceTier() }
+
 // EstimatedInput is the request's input estimated with the model
 // family's tokenizer, when a chunk arrived but the usage chunk did not;
 // 0 when the usage arrived, when no chunk did (nothing says the provider
@@ -103,10 +107,10 @@ func tokensOf(e impl.Estimate, err error) int64 {
 	return e.Tokens
 }
 
-// Report is the attempt's report: Usage, and EstimatedInput in
-// EstimatedInputTokens.
+// Report is the attempt's report: Usage, ServiceTier, and EstimatedInput
+// in EstimatedInputTokens.
 func (s *StreamUsage) Report() ledger.Report {
-	return ledger.Report{Usage: s.Usage(), EstimatedInputTokens: s.EstimatedInput()}
+	return ledger.Report{Usage: s.Usage(), ServiceTier: s.ServiceTier(), EstimatedInputTokens: s.EstimatedInput()}
 }
 
 // ResponseStreamUsage follows the usage of a Responses API stream:
@@ -141,6 +145,16 @@ func (s *ResponseStreamUsage) Usage() ledger.Usage { return s.s.Usage() }
 // Complete reports whether the response's usage arrived.
 func (s *ResponseStreamUsage) Complete() bool { return s.s.Complete() }
 
+// ServiceTier returns the service tier the response named
+// (response.created or its last event), as ServiceTierOf writes it.
+func (s *ResponseStreamUsage) ServiceTier() string { return s.s.ServiceTier() }
+
+// ServiceTierOf returns the service tier a chat completion, a chunk or a
+// response names (its ServiceTier), in the ledger's form: "standard" for
+// OpenAI's "default", "flex", "scale", "priority"; "" for none or "auto".
+// Put it in ledger.Report.ServiceTier.
+func ServiceTierOf[T ~string](tier T) string { return impl.ServiceTierOf(tier) }
+
 // EstimatedInput is the request's input estimated when an event other
 // than an error arrived but the usage did not (see
 // StreamUsage.EstimatedInput).
@@ -151,10 +165,10 @@ func (s *ResponseStreamUsage) EstimatedInput() int64 {
 	return tokensOf(impl.EstimateResponseParams(*s.params))
 }
 
-// Report is the attempt's report: Usage, and EstimatedInput in
-// EstimatedInputTokens.
+// Report is the attempt's report: Usage, ServiceTier, and EstimatedInput
+// in EstimatedInputTokens.
 func (s *ResponseStreamUsage) Report() ledger.Report {
-	return ledger.Report{Usage: s.Usage(), EstimatedInputTokens: s.EstimatedInput()}
+	return ledger.Report{Usage: s.Usage(), ServiceTier: s.ServiceTier(), EstimatedInputTokens: s.EstimatedInput()}
 }
 
 // Estimate is the input of a request counted with the model family's
