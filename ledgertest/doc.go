@@ -9,7 +9,10 @@
 // upstreams that answer the official SDKs with a script of steps
 // (FakeUpstream for any built-in provider by name; FakeAnthropic,
 // FakeOpenAI, FakeGemini): success, rate limit, overload, server error,
-// bad request, or a failure after the provider billed the input.
+// bad request, a failure after the provider billed the input, or a
+// stream cut before its end (CutStream: an OpenAI stream cut before its
+// usage chunk, whose input the ledger records as estimated, in
+// Request.EstimatedInputTokens, apart from Usage and Billed).
 // StartGateway serves the ledger's gateway (package gateway) on a
 // loopback port, publishing to the test's ledger, for clients that reach
 // the ledger through it; GatewayUpstream puts a fake upstream behind it.

@@ -1,6 +1,7 @@
 package ledgertest_test
 
 import (
+	"context"
 	"testing"
 
 	asdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -105,4 +106,75 @@ func TestGatewayBilledFailureThenRetry(t *testing.T) {
 	assert.Equal(t, ledger.Usage{InputTokens: 500, OutputTokens: 1200}, r.Usage)
 	assert.Equal(t, ledger.Usage{InputTokens: 1000, OutputTokens: 1200}, r.Billed, "the billed overhead of the failed attempt")
 	assert.Equal(t, int64(1), l.Session(t, "sess-p25").Requests, "one logical call")
+}
+
+// estimatedHello is the input of a chat request of one user message
+// "hello" on gpt-4o (o200k_base), by OpenAI's counting rules: 3 for the
+// message, 1 for "user", 1 for "hello", 3 for the reply.
+const estimatedHello = 8
+
+var helloParams = osdk.ChatCompletionNewParams{
+	Model:         "gpt-4o",
+	Messages:      []osdk.ChatCompletionMessageParamUnion{osdk.UserMessage("hello")},
+	StreamOptions: osdk.ChatCompletionStreamOptionsParam{IncludeUsage: osdk.Bool(true)},
+}
+
+// P25 for OpenAI, as a test in another module writes it with no
+// estimator of its own: the provider bills a stream and cuts it before
+// its usage chunk, the retry succeeds. The cut attempt's input is
+// unknown to the client: the ledger records it as estimated (8 tokens,
+// what the fake billed), apart from usage and billed, which stay exact.
+func TestOpenAIStreamCutBeforeUsageIsEstimated(t *testing.T) {
+	l := ledgertest.Start(t)
+	up := ledgertest.FakeOpenAI(t,
+		ledgertest.CutStream(ledger.Usage{InputTokens: estimatedHello, OutputTokens: 3}),
+		ledgertest.Succeed(ledger.Usage{InputTokens: estimatedHello, OutputTokens: 40}))
+	mw, err := ledger.NewMiddleware(l.Publisher(t), ledger.WithPolicy(quick), ledger.WithClassifiers(openai.Classifier))
+	require.NoError(t, err)
+	client := osdk.NewClient(append([]ooption.RequestOption{ooption.WithBaseURL(up.URL()), ooption.WithAPIKey("test")}, openai.ClientOptions()...)...)
+
+	call := ledger.Call{SessionID: "sess-cut", Provider: openai.Name, Model: "gpt-4o"}
+	res, err := ledger.DoResult(t.Context(), mw, call, func(ctx context.Context, a ledger.Attempt) (string, ledger.Report, error) {
+		stream := client.Chat.Completions.NewStreaming(ctx, helloParams)
+		defer stream.Close()
+		usage := openai.NewStreamUsage(helloParams)
+		for stream.Next() {
+			usage.Observe(stream.Current())
+		}
+		return "", usage.Report(), stream.Err()
+	})
+	require.NoError(t, err)
+
+	r := l.WaitRequest(t, res.RequestID)
+	assert.Equal(t, 2, r.Attempts)
+	assert.Equal(t, ledger.Usage{InputTokens: estimatedHello, OutputTokens: 40}, r.Usage)
+	assert.Equal(t, ledger.Usage{InputTokens: estimatedHello, OutputTokens: 43}, r.Billed,
+		"billed is exact: the cut attempt's output, never its estimated input")
+	assert.Equal(t, int64(estimatedHello), r.EstimatedInputTokens, "the cut attempt's input, estimated and flagged")
+	assert.Equal(t, int64(estimatedHello), l.Session(t, "sess-cut").EstimatedInputTokens)
+}
+
+// The same cut through the gateway, with a client that knows nothing of
+// the ledger: its stream reached the client, so the gateway cannot retry
+// it, and records the input it estimated from the request it sent.
+func TestGatewayOpenAIStreamCutBeforeUsageIsEstimated(t *testing.T) {
+	l := ledgertest.Start(t)
+	up := ledgertest.FakeOpenAI(t, ledgertest.CutStream(ledger.Usage{InputTokens: estimatedHello, OutputTokens: 3}))
+	gw := ledgertest.StartGateway(t, l, ledgertest.GatewayUpstream(up), gateway.WithRetryPolicy(quick))
+	client := osdk.NewClient(append([]ooption.RequestOption{ooption.WithBaseURL(gw.URL() + "/v1"), ooption.WithAPIKey("test"),
+		ooption.WithHeader("X-Ledger-Session-Id", "sess-gw-cut"), ooption.WithHeader("X-Ledger-Request-Id", "req-gw-cut")}, openai.ClientOptions()...)...)
+
+	stream := client.Chat.Completions.NewStreaming(t.Context(), helloParams)
+	n := 0
+	for stream.Next() {
+		n++
+	}
+	require.Error(t, stream.Err(), "the stream was cut")
+	require.NoError(t, stream.Close())
+	assert.Positive(t, n, "the stream began")
+
+	r := l.WaitRequest(t, "req-gw-cut")
+	assert.Equal(t, ledgertest.StatusFailed, r.Status)
+	assert.Equal(t, ledger.Usage{OutputTokens: 3}, r.Billed, "no input reported: billed has none")
+	assert.Equal(t, int64(estimatedHello), r.EstimatedInputTokens)
 }

@@ -40,9 +40,14 @@ type Request struct {
 	// Usage is what the call used: its winning attempt's usage.
 	Usage ledger.Usage
 	// Billed is what the provider charged: the sum over every attempt.
-	Billed         ledger.Usage
-	FirstStartedAt time.Time
-	LastFinishedAt time.Time
+	Billed ledger.Usage
+	// EstimatedInputTokens is the input estimated with a tokenizer for
+	// the attempts whose provider never reported it (an OpenAI stream
+	// cut before its usage chunk): apart from Usage and Billed, which it
+	// is never part of.
+	EstimatedInputTokens int64
+	FirstStartedAt       time.Time
+	LastFinishedAt       time.Time
 }
 
 // Session is the ledger's rollup of one session (bucket ledger_sessions).
@@ -56,6 +61,9 @@ type Session struct {
 	// Usage and Billed are the sums over the session's requests.
 	Usage  ledger.Usage
 	Billed ledger.Usage
+	// EstimatedInputTokens is the sum of the requests' estimated input,
+	// apart from Usage and Billed.
+	EstimatedInputTokens int64
 	// Saturated reports that a sum reached 2^63-1 and stopped there.
 	Saturated bool
 }
@@ -160,7 +168,7 @@ func (l *Ledger) lookupSession(t testing.TB, sessionID string) (Session, error) 
 	return Session{
 		SessionID: v.SessionID, Requests: v.Requests, Succeeded: v.Succeeded, Failed: v.Failed,
 		Pending: v.Pending, Attempts: v.Attempts, Usage: v.Usage, Billed: v.Billed,
-		Saturated: v.Saturated,
+		EstimatedInputTokens: v.EstimatedInputTokens, Saturated: v.Saturated,
 	}, nil
 }
 

@@ -52,6 +52,17 @@ func StallAfterBilling(u ledger.Usage) Step {
 	return Step{fakeprovider.Step{Fault: fakeprovider.FaultBilledTimeout, Usage: u}}
 }
 
+// CutStream starts a streamed answer, streams u's output (one token per
+// content event) and cuts the connection; the provider bills u. A chat
+// completion stream reports its usage only in its last chunk, so an
+// OpenAI client never learns the input: the openai adapter's
+// NewStreamUsage (and the gateway) record it as estimated from the
+// request, apart from the usage. A request that does not stream is cut
+// before any answer, and billed nothing.
+func CutStream(u ledger.Usage) Step {
+	return Step{fakeprovider.Step{Fault: fakeprovider.FaultBrokenStream, Usage: u}}
+}
+
 // Upstream is a fake model API answering the official SDK client of its
 // provider with a script: the n-th request it receives gets the n-th
 // step, whatever it asks. A request past the last step is answered 500

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/agentledger/ledger/internal/provider"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -20,7 +21,13 @@ func (c *call) stream(actx context.Context, dl *deadline, resp *http.Response, a
 	acc := c.t.u.p.NewStream(c.t.rt, resp.Header, c.req)
 	rd := newSSEReader(resp.Body, int(c.g.cfg.MaxResponseBytes))
 	report := func() retry.Report {
-		return retry.Report{Usage: sanitize(acc.Usage()), ProviderRequestID: acc.ProviderID(), Header: resp.Header}
+		r := retry.Report{Usage: sanitize(acc.Usage()), ProviderRequestID: acc.ProviderID(), ServiceTier: acc.ServiceTier(), Header: resp.Header}
+		if e, ok := acc.(provider.InputEstimator); ok {
+			// The usage never came: the input estimated from the request,
+			// recorded apart from the usage (estimated_input_tokens).
+			r.EstimatedInputTokens = e.EstimatedInput()
+		}
+		return r
 	}
 	ev, err := rd.next()
 	if err != nil {

@@ -105,12 +105,12 @@ func (c *call) buffer(actx context.Context, resp *http.Response) (retry.Report, 
 		return retry.Report{}, &attemptError{p: c.t.u.p, cause: fmt.Errorf("%w (%s)", errResponseTooLarge, byteSize(limit)), secrets: c.secrets}
 	}
 	body := buf.Bytes()
-	u, id, ok := c.t.u.p.BodyUsage(c.t.rt, resp.Header, body)
+	ans, ok := c.t.u.p.BodyUsage(c.t.rt, resp.Header, body)
 	if !ok {
 		c.warnNoUsage()
 	}
 	c.resp = &upstreamResponse{status: resp.StatusCode, header: resp.Header, body: body}
-	return retry.Report{Usage: sanitize(u), ProviderRequestID: id, Header: resp.Header}, nil
+	return retry.Report{Usage: sanitize(ans.Usage), ProviderRequestID: ans.ProviderID, ServiceTier: ans.ServiceTier, Header: resp.Header}, nil
 }
 
 // warnNoUsage logs, once per API, a successful answer without usage: its
@@ -157,12 +157,16 @@ func isEventStream(h http.Header) bool {
 }
 
 // sanitize makes a usage the upstream reported fit the contract: every
-// count from 0 to events.MaxTokens, the cache counts within the input.
+// count from 0 to events.MaxTokens, the cache counts within the input,
+// the 1-hour cache write within the cache write, the reasoning within the
+// output.
 func sanitize(u events.Usage) events.Usage {
 	clamp := func(n int64) int64 { return min(max(n, 0), events.MaxTokens) }
 	u.InputTokens, u.OutputTokens = clamp(u.InputTokens), clamp(u.OutputTokens)
 	u.CacheReadInputTokens = min(clamp(u.CacheReadInputTokens), u.InputTokens)
 	u.CacheCreationInputTokens = min(clamp(u.CacheCreationInputTokens), u.InputTokens-u.CacheReadInputTokens)
+	u.CacheCreation1hInputTokens = min(clamp(u.CacheCreation1hInputTokens), u.CacheCreationInputTokens)
+	u.ReasoningTokens = min(clamp(u.ReasoningTokens), u.OutputTokens)
 	return u
 }
 

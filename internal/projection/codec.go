@@ -24,7 +24,12 @@ import (
 //	         cache_creation_input_tokens, "started_at", "finished_at"] and,
 //	         only when they differ from the record's provider and model,
 //	         two indexes into "names": the entry's provider and model
-//	         (flags: 1 = outcome success, 2 = final);
+//	         (flags: 1 = outcome success, 2 = final); then, only when the
+//	         usage has a subset that is not 0, an object of them: "c1h"
+//	         cache_creation_1h_input_tokens, "rsn" reasoning_tokens (each
+//	         only when not 0). So an entry has 9, 10, 11 or 12 members,
+//	         and an entry of a usage without subsets is written as before
+//	         they existed;
 //	"names": present only when an entry refers to it: the distinct
 //	         providers and models of those entries, in order of first use,
 //	         each written as a name (appendName);
@@ -43,7 +48,7 @@ import (
 // model of the longest and most escaped kind, every number at its largest
 // (docs/contract.md states it). It leaves room under NATS's default
 // max_payload of 1 MiB for the headers of a write.
-const MaxRequestRecordBytes = 640 << 10
+const MaxRequestRecordBytes = 672 << 10
 
 // entrySuccess and entryFinal are the bits of a compact log entry's flags.
 const (
@@ -74,6 +79,7 @@ func (r *Request) appendJSON(b []byte) []byte {
 	b = events.AppendUsage(b, r.Usage)
 	b = append(b, `,"billed":`...)
 	b = events.AppendUsage(b, r.Billed)
+	b = appendEstimated(b, r.EstimatedInputTokens)
 	b = append(b, `,"first_started_at":`...)
 	b = appendTime(b, r.FirstStartedAt)
 	b = append(b, `,"last_finished_at":`...)
@@ -145,7 +151,47 @@ func (r *Request) appendEntry(b []byte, e *Entry, names *nameTable) []byte {
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(names.id(e.Model)), 10)
 	}
+	if u := e.Usage; u.CacheCreation1hInputTokens != 0 || u.ReasoningTokens != 0 || e.EstimatedInput != 0 {
+		b = append(b, `,{`...)
+		sep := byte(0)
+		for _, f := range [...]struct {
+			key string
+			n   int64
+		}{{"c1h", u.CacheCreation1hInputTokens}, {"rsn", u.ReasoningTokens}, {"est", e.EstimatedInput}} {
+			if f.n == 0 {
+				continue
+			}
+			if sep != 0 {
+				b = append(b, sep)
+			}
+			sep = ','
+			b = append(b, '"')
+			b = append(b, f.key...)
+			b = append(b, `":`...)
+			b = strconv.AppendInt(b, f.n, 10)
+		}
+		b = append(b, '}')
+	}
 	return append(b, ']')
+}
+
+// entryExtra is the object that ends a log entry whose usage has subsets,
+// or whose input was estimated.
+type entryExtra struct {
+	CacheCreation1h int64 `json:"c1h"`
+	Reasoning       int64 `json:"rsn"`
+	Estimated       int64 `json:"est"`
+}
+
+// appendEstimated appends the estimated input of a record or totals: a
+// member only when there is one, so that records without keep their
+// layout.
+func appendEstimated(b []byte, n int64) []byte {
+	if n == 0 {
+		return b
+	}
+	b = append(b, `,"estimated_input_tokens":`...)
+	return strconv.AppendInt(b, n, 10)
 }
 
 // nameTable numbers the distinct providers and models of a record's log
@@ -232,7 +278,8 @@ func appendTotalsFields(b []byte, t Totals) []byte {
 	b = append(b, `,"usage":`...)
 	b = events.AppendUsage(b, t.Usage)
 	b = append(b, `,"billed":`...)
-	return events.AppendUsage(b, t.Billed)
+	b = events.AppendUsage(b, t.Billed)
+	return appendEstimated(b, t.EstimatedInputTokens)
 }
 
 // appendTime appends t as a JSON string in RFC 3339 with nanoseconds, UTC.
@@ -285,7 +332,8 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 
 // decodeEntry reads a log entry: an object, or an array whose provider and
 // model are the record's (9 members), strings (11, the layout before the
-// table) or indexes into names (11).
+// table) or indexes into names (11), each possibly followed by the object
+// of the usage's subsets (10 or 12).
 func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) error {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	if len(raw) == 0 || raw[0] != '[' {
@@ -295,8 +343,21 @@ func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) err
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return err
 	}
+	if n := len(f); n == 10 || n == 12 {
+		last := bytes.TrimLeft(f[n-1], " \t\r\n")
+		if len(last) == 0 || last[0] != '{' {
+			return fmt.Errorf("%d members and the last is not an object", n)
+		}
+		var x entryExtra
+		if err := json.Unmarshal(last, &x); err != nil {
+			return fmt.Errorf("usage subsets: %w", err)
+		}
+		e.Usage.CacheCreation1hInputTokens, e.Usage.ReasoningTokens = x.CacheCreation1h, x.Reasoning
+		e.EstimatedInput = x.Estimated
+		f = f[:n-1]
+	}
 	if len(f) != 9 && len(f) != 11 {
-		return fmt.Errorf("%d members, want 9 or 11", len(f))
+		return fmt.Errorf("%d members, want 9 to 12", len(f))
 	}
 	var flags int
 	targets := []any{&e.Attempt, &e.EventID, &flags, &e.Usage.InputTokens, &e.Usage.OutputTokens,

@@ -106,11 +106,12 @@ func worstCaseRecord() *Request {
 	r := NewRequest(long('r', events.MaxIDLength), long('s', events.MaxIDLength))
 	late := time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
 	max := events.Usage{InputTokens: events.MaxTokens, OutputTokens: events.MaxTokens,
-		CacheReadInputTokens: events.MaxTokens, CacheCreationInputTokens: events.MaxTokens}
+		CacheReadInputTokens: events.MaxTokens, CacheCreationInputTokens: events.MaxTokens,
+		CacheCreation1hInputTokens: events.MaxTokens, ReasoningTokens: events.MaxTokens}
 	for a := 0; a <= events.MaxAttempt; a++ {
 		e := Entry{Attempt: a, EventID: ulidAt(a), Outcome: events.OutcomeError, Final: true,
 			Provider: distinct(a, events.MaxProviderLength), Model: distinct(a, events.MaxModelLength),
-			Usage: max, StartedAt: late, FinishedAt: late}
+			Usage: max, EstimatedInput: events.MaxTokens, StartedAt: late, FinishedAt: late}
 		if a == events.MaxAttempt {
 			e.Outcome = events.OutcomeSuccess
 			e.Provider, e.Model = long(0x02, events.MaxProviderLength), long(0x02, events.MaxModelLength)
@@ -120,7 +121,7 @@ func worstCaseRecord() *Request {
 	r.derive()
 	r.Seq = math.MaxUint64
 	r.Rules = 999
-	r.Held = Totals{Requests: 1, Pending: 1, Attempts: events.MaxAttempt + 1, Usage: max, Billed: r.Billed}
+	r.Held = Totals{Requests: 1, Pending: 1, Attempts: events.MaxAttempt + 1, Usage: max, Billed: r.Billed, EstimatedInputTokens: r.EstimatedInputTokens}
 	return r
 }
 

@@ -34,15 +34,16 @@ func (r *Request) Apply(ev *events.Attempt) bool {
 
 func entryOf(ev *events.Attempt) Entry {
 	return Entry{
-		Attempt:    ev.Attempt,
-		EventID:    ev.EventID,
-		Outcome:    ev.Outcome,
-		Final:      ev.Final,
-		Provider:   ev.Provider,
-		Model:      ev.Model,
-		Usage:      ev.Usage,
-		StartedAt:  ev.StartedAt,
-		FinishedAt: ev.FinishedAt,
+		Attempt:        ev.Attempt,
+		EventID:        ev.EventID,
+		Outcome:        ev.Outcome,
+		Final:          ev.Final,
+		Provider:       ev.Provider,
+		Model:          ev.Model,
+		Usage:          ev.Usage,
+		EstimatedInput: ev.EstimatedInputTokens,
+		StartedAt:      ev.StartedAt,
+		FinishedAt:     ev.FinishedAt,
 	}
 }
 
@@ -71,6 +72,9 @@ func entryLess(a, b Entry) bool {
 		{a.Usage.OutputTokens, b.Usage.OutputTokens},
 		{a.Usage.CacheReadInputTokens, b.Usage.CacheReadInputTokens},
 		{a.Usage.CacheCreationInputTokens, b.Usage.CacheCreationInputTokens},
+		{a.Usage.CacheCreation1hInputTokens, b.Usage.CacheCreation1hInputTokens},
+		{a.Usage.ReasoningTokens, b.Usage.ReasoningTokens},
+		{a.EstimatedInput, b.EstimatedInput},
 		{a.StartedAt.UnixNano(), b.StartedAt.UnixNano()},
 		{a.FinishedAt.UnixNano(), b.FinishedAt.UnixNano()},
 	} {
@@ -87,11 +91,13 @@ func (r *Request) derive() {
 	r.WinningAttempt = -1
 	r.Usage = events.Usage{}
 	r.Billed = events.Usage{}
+	r.EstimatedInputTokens = 0
 	anyFinal := false
 	var from *Entry
 	for i := range r.Log {
 		e := &r.Log[i]
 		r.Billed = r.Billed.Add(e.Usage)
+		r.EstimatedInputTokens += e.EstimatedInput // at most 1,001 attempts of 10^12: no overflow
 		if e.Outcome == events.OutcomeSuccess {
 			r.WinningAttempt = e.Attempt // the log is sorted: the last success is the highest
 			r.Usage = e.Usage
@@ -131,7 +137,7 @@ func (r *Request) Contribution() Totals {
 	if !r.Exists() {
 		return Totals{}
 	}
-	t := Totals{Requests: 1, Attempts: int64(r.Attempts), Usage: r.Usage, Billed: r.Billed}
+	t := Totals{Requests: 1, Attempts: int64(r.Attempts), Usage: r.Usage, Billed: r.Billed, EstimatedInputTokens: r.EstimatedInputTokens}
 	switch r.Status {
 	case StatusSucceeded:
 		t.Succeeded = 1

@@ -31,6 +31,10 @@ type Totals struct {
 	Attempts  int64        `json:"attempts"`
 	Usage     events.Usage `json:"usage"`
 	Billed    events.Usage `json:"billed"`
+	// EstimatedInputTokens sums the input estimated for attempts whose
+	// provider never reported it (events' estimated_input_tokens): kept
+	// apart from Usage and Billed, never added to them.
+	EstimatedInputTokens int64 `json:"estimated_input_tokens,omitempty"`
 	// Saturated reports that some sum reached Ceiling: the fields at
 	// Ceiling are not exact (the true sum was larger when it got there);
 	// the others are.
@@ -51,14 +55,15 @@ const Ceiling = math.MaxInt64
 func (t Totals) Add(u Totals) Totals {
 	a := arith{xSat: t.Saturated, ySat: u.Saturated}
 	return Totals{
-		Requests:  a.add(t.Requests, u.Requests),
-		Succeeded: a.add(t.Succeeded, u.Succeeded),
-		Failed:    a.add(t.Failed, u.Failed),
-		Pending:   a.add(t.Pending, u.Pending),
-		Attempts:  a.add(t.Attempts, u.Attempts),
-		Usage:     a.addUsage(t.Usage, u.Usage),
-		Billed:    a.addUsage(t.Billed, u.Billed),
-		Saturated: t.Saturated || u.Saturated || a.saturated,
+		Requests:             a.add(t.Requests, u.Requests),
+		Succeeded:            a.add(t.Succeeded, u.Succeeded),
+		Failed:               a.add(t.Failed, u.Failed),
+		Pending:              a.add(t.Pending, u.Pending),
+		Attempts:             a.add(t.Attempts, u.Attempts),
+		Usage:                a.addUsage(t.Usage, u.Usage),
+		Billed:               a.addUsage(t.Billed, u.Billed),
+		EstimatedInputTokens: a.add(t.EstimatedInputTokens, u.EstimatedInputTokens),
+		Saturated:            t.Saturated || u.Saturated || a.saturated,
 	}
 }
 
@@ -72,9 +77,10 @@ func (t Totals) neg() Totals {
 	return Totals{
 		Requests: a.neg(t.Requests), Succeeded: a.neg(t.Succeeded), Failed: a.neg(t.Failed),
 		Pending: a.neg(t.Pending), Attempts: a.neg(t.Attempts),
-		Usage:     a.negUsage(t.Usage),
-		Billed:    a.negUsage(t.Billed),
-		Saturated: t.Saturated || a.saturated,
+		Usage:                a.negUsage(t.Usage),
+		Billed:               a.negUsage(t.Billed),
+		EstimatedInputTokens: a.neg(t.EstimatedInputTokens),
+		Saturated:            t.Saturated || a.saturated,
 	}
 }
 
@@ -138,15 +144,17 @@ func appendSaturated(b []byte, t Totals) []byte {
 // events with that request_id and attempt, the one with the smallest
 // event_id.
 type Entry struct {
-	Attempt    int            `json:"attempt"`
-	EventID    string         `json:"event_id"`
-	Outcome    events.Outcome `json:"outcome"`
-	Final      bool           `json:"final"`
-	Provider   string         `json:"provider"`
-	Model      string         `json:"model"`
-	Usage      events.Usage   `json:"usage"`
-	StartedAt  time.Time      `json:"started_at"`
-	FinishedAt time.Time      `json:"finished_at"`
+	Attempt  int            `json:"attempt"`
+	EventID  string         `json:"event_id"`
+	Outcome  events.Outcome `json:"outcome"`
+	Final    bool           `json:"final"`
+	Provider string         `json:"provider"`
+	Model    string         `json:"model"`
+	Usage    events.Usage   `json:"usage"`
+	// EstimatedInput is the event's estimated_input_tokens.
+	EstimatedInput int64     `json:"estimated_input_tokens,omitempty"`
+	StartedAt      time.Time `json:"started_at"`
+	FinishedAt     time.Time `json:"finished_at"`
 }
 
 // Request is the record of one logical call in bucket ledger_requests:

@@ -34,4 +34,11 @@ func (r *Request) Conflicts(ev *events.Attempt) bool {
 // checkpoint, a rebuild's switch and every record carry the version that
 // wrote them; an aggregator whose rules are older than its ledger's
 // refuses to write (see the package comment).
-const RulesVersion = 2
+//
+// 3: the usage subsets (reasoning_tokens, cache_creation_1h_input_tokens)
+// are read, checked against their wholes and summed (issue 19).
+//
+// 4: an attempt's estimated_input_tokens is kept in its log entry and
+// summed apart, in the request's and the session's
+// estimated_input_tokens (issue 19).
+const RulesVersion = 4

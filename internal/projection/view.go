@@ -17,8 +17,11 @@ type RequestView struct {
 	WinningAttempt int          `json:"winning_attempt"`
 	Usage          events.Usage `json:"usage"`
 	Billed         events.Usage `json:"billed"`
-	FirstStartedAt time.Time    `json:"first_started_at"`
-	LastFinishedAt time.Time    `json:"last_finished_at"`
+	// EstimatedInputTokens sums the input estimated for the attempts
+	// whose provider never reported it, apart from Usage and Billed.
+	EstimatedInputTokens int64     `json:"estimated_input_tokens,omitempty"`
+	FirstStartedAt       time.Time `json:"first_started_at"`
+	LastFinishedAt       time.Time `json:"last_finished_at"`
 }
 
 // View returns the contract fields of r.

@@ -128,6 +128,8 @@ func (r *record) usage(prefix string, live, recomputed events.Usage) {
 	r.num(prefix+".output_tokens", live.OutputTokens, recomputed.OutputTokens)
 	r.num(prefix+".cache_read_input_tokens", live.CacheReadInputTokens, recomputed.CacheReadInputTokens)
 	r.num(prefix+".cache_creation_input_tokens", live.CacheCreationInputTokens, recomputed.CacheCreationInputTokens)
+	r.num(prefix+".cache_creation_1h_input_tokens", live.CacheCreation1hInputTokens, recomputed.CacheCreation1hInputTokens)
+	r.num(prefix+".reasoning_tokens", live.ReasoningTokens, recomputed.ReasoningTokens)
 }
 
 func presence(ok bool) string {
@@ -154,6 +156,7 @@ func (c *diffs) request(id string, seq uint64, live, re *projection.RequestView)
 	r.num("winning_attempt", int64(live.WinningAttempt), int64(re.WinningAttempt))
 	r.usage("usage", live.Usage, re.Usage)
 	r.usage("billed", live.Billed, re.Billed)
+	r.num("estimated_input_tokens", live.EstimatedInputTokens, re.EstimatedInputTokens)
 	r.time("first_started_at", live.FirstStartedAt, re.FirstStartedAt)
 	r.time("last_finished_at", live.LastFinishedAt, re.LastFinishedAt)
 	return r.differ
@@ -173,6 +176,7 @@ func (c *diffs) session(id string, seq uint64, inLive, inRe bool, live, re proje
 	r.num("attempts", live.Attempts, re.Attempts)
 	r.usage("usage", live.Usage, re.Usage)
 	r.usage("billed", live.Billed, re.Billed)
+	r.num("estimated_input_tokens", live.EstimatedInputTokens, re.EstimatedInputTokens)
 	if live.Saturated != re.Saturated {
 		r.add("saturated", strconv.FormatBool(live.Saturated), strconv.FormatBool(re.Saturated), nil)
 	}

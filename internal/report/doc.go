@@ -1,4 +1,5 @@
 // Package report owns the ledger report: reading the session rollups and
 // printing them for people (a table) and for machines (JSON), with usage,
-// billed and the retry overhead between them.
+// billed and the retry overhead between them, and apart from them the
+// input estimated for streams cut before their usage.
 package report

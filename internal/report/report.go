@@ -116,7 +116,9 @@ func WriteJSON(w io.Writer, l *Ledger) error {
 
 // WriteTable writes one row per session and a total row: requests,
 // attempts, retries, status counts, usage in/out, billed in/out and the
-// retry overhead (billed minus usage). A sum that saturated (see
+// retry overhead (billed minus usage); then, when some input was
+// estimated (projection.Totals.EstimatedInputTokens), a line with it,
+// apart from the table. A sum that saturated (see
 // projection.Totals) is shown as "≥" and the ceiling, and what is derived
 // from it as n/a; a line below the table says so.
 func WriteTable(w io.Writer, l *Ledger) error {
@@ -140,6 +142,9 @@ func WriteTable(w io.Writer, l *Ledger) error {
 		lag = fmt.Sprintf(" (%d events not applied yet)", l.StreamLast-l.Applied)
 	}
 	_, err := fmt.Fprintf(w, "%d %s; applied through stream sequence %d of %d%s.\n", len(l.Sessions), plural(len(l.Sessions), "session"), l.Applied, l.StreamLast, lag)
+	if err == nil {
+		err = writeEstimated(w, l)
+	}
 	if err == nil && (saturated > 0 || l.Total.Saturated) {
 		msg := "A sum marked ≥ passed " + num(projection.Ceiling) + " (2^63-1) and stopped there: the true sum is larger.\n"
 		if saturated > 0 {
@@ -147,6 +152,25 @@ func WriteTable(w io.Writer, l *Ledger) error {
 		}
 		_, err = io.WriteString(w, msg)
 	}
+	return err
+}
+
+// writeEstimated writes, below the table, the input estimated for
+// attempts whose provider never reported it (an OpenAI stream cut before
+// its usage): apart from the table's usage and billed, which never
+// include it, so that exact and estimated counts do not mix.
+func writeEstimated(w io.Writer, l *Ledger) error {
+	est, n := l.Total.EstimatedInputTokens, 0
+	if est == 0 {
+		return nil
+	}
+	for _, s := range l.Sessions {
+		if s.EstimatedInputTokens != 0 {
+			n++
+		}
+	}
+	_, err := fmt.Fprintf(w, "Estimated input, not in usage or billed: %s tokens in %d %s (streams cut before the provider reported their input; counted with a tokenizer).\n",
+		cells{t: l.Total}.num(est), n, plural(n, "session"))
 	return err
 }
 

@@ -140,3 +140,45 @@ func TestWriteTableMarksSaturatedSums(t *testing.T) {
 	require.Equal(t, true, back.Sessions[1]["saturated"])
 	require.NotContains(t, back.Sessions[0], "saturated")
 }
+
+// The input estimated for streams cut before their usage is shown apart,
+// on a line of its own, and in the JSON; the table's usage and billed do
+// not include it. A ledger without estimates has no such line.
+func TestWriteTableShowsEstimatedInputApart(t *testing.T) {
+	exact := projection.SessionView{SessionID: "S1", Totals: projection.Totals{
+		Requests: 1, Succeeded: 1, Attempts: 1, Usage: events.Usage{InputTokens: 500, OutputTokens: 20}, Billed: events.Usage{InputTokens: 500, OutputTokens: 20}}}
+	cut := projection.SessionView{SessionID: "S2", Totals: projection.Totals{
+		Requests: 1, Failed: 1, Attempts: 1, Billed: events.Usage{OutputTokens: 3}, EstimatedInputTokens: 1812}}
+	for _, tc := range []struct {
+		name     string
+		sessions []projection.SessionView
+		line     string
+	}{
+		{"an estimate", []projection.SessionView{exact, cut}, "Estimated input, not in usage or billed: 1,812 tokens in 1 session "},
+		{"none", []projection.SessionView{exact}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &Ledger{Applied: 2, StreamLast: 2}
+			for _, s := range tc.sessions {
+				l.Sessions = append(l.Sessions, s)
+				l.Total = l.Total.Add(s.Totals)
+			}
+			var buf bytes.Buffer
+			require.NoError(t, WriteTable(&buf, l))
+			out := buf.String()
+			if tc.line == "" {
+				require.NotContains(t, out, "Estimated", out)
+			} else {
+				require.Contains(t, out, tc.line, out)
+			}
+			for _, line := range strings.Split(out, "\n") {
+				if f := strings.Fields(line); len(f) > 8 && f[0] == "TOTAL" {
+					require.Equal(t, []string{"500", "20", "500", "23"}, f[7:11], "usage and billed without the estimate")
+				}
+			}
+			buf.Reset()
+			require.NoError(t, WriteJSON(&buf, l))
+			require.Equal(t, tc.line != "", strings.Contains(buf.String(), `"estimated_input_tokens": 1812`), buf.String())
+		})
+	}
+}

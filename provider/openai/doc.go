@@ -2,7 +2,11 @@
 // to the ledger's retry middleware: the classification of the SDK's
 // errors (Classifier), the usage of Chat Completions and Responses
 // (UsageOf, ResponseUsageOf) and of their streams, broken ones included
-// (StreamUsage, ResponseStreamUsage), the client options that turn the SDK's own
+// (StreamUsage, ResponseStreamUsage; made with NewStreamUsage or
+// NewResponseStreamUsage they estimate the input of a stream cut before
+// its usage, from the request, with the model family's tokenizer, and
+// Report carries it apart in EstimatedInputTokens; EstimateInput and
+// EstimateResponseInput give the estimate of a request), the client options that turn the SDK's own
 // retries off (ClientOptions), and the provider's request id (RequestID,
 // from the x-request-id header).
 //

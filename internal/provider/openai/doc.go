@@ -58,12 +58,22 @@
 // usage (stream_options.include_usage added when the client did not ask,
 // and its usage chunk then not forwarded); the stream accountants (a
 // chat stream's usage in its last chunk, the content chunks counted
-// before it, so a broken one cannot tell its input; response.completed
-// of the Responses API); the error body ({"error":{"message","type",
+// before it, so a broken one cannot tell its input, which is then
+// estimated; response.completed of the Responses API); the error body ({"error":{"message","type",
 // "param","code"}}); and the x-ratelimit-{limit,remaining,reset}-
 // {requests,tokens} headers. At the gateway's root OpenAI takes the
 // unaccounted requests under /v1/ that Anthropic's and Gemini's hints do
 // not claim.
+//
+// estimate.go estimates the input of a chat or Responses request with the
+// model family's tokenizer (github.com/tiktoken-go/tokenizer, whose
+// vocabularies are embedded: it works offline) by the rules of OpenAI's
+// cookbook (EstimateInput). The gateway's stream accountants
+// (provider.InputEstimator) and the public adapter's StreamUsage use it
+// when a stream's usage never came: the estimate is recorded apart from
+// the usage, in the attempt's estimated_input_tokens. Images, audio,
+// files and built-in tools are not estimated; text past
+// MaxEstimateBytes is counted at the rate of the text before it.
 //
 // fake*.go are the APIs' fake dialect (FakeDialect: chat completions,
 // responses, embeddings), which the fake provider of the simulator and

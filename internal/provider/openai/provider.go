@@ -178,28 +178,54 @@ func (p *Provider) requestID(h http.Header) string {
 
 // BodyUsage reads the usage of a chat completion, a response or an
 // embedding, and the request ID header.
-func (p *Provider) BodyUsage(rt provider.Route, header http.Header, body []byte) (events.Usage, string, bool) {
-	var u events.Usage
+func (p *Provider) BodyUsage(rt provider.Route, header http.Header, body []byte) (provider.Answer, bool) {
+	var a provider.Answer
 	var ok bool
 	switch rt.Endpoint {
 	case EndpointChat:
-		u, ok = ChatUsage(body)
+		a.Usage, a.ServiceTier, ok = ChatUsage(body)
 	case EndpointResponses:
-		u, ok = ResponseBodyUsage(body)
+		a.Usage, a.ServiceTier, ok = ResponseBodyUsage(body)
 	case EndpointEmbeddings:
-		u, ok = EmbeddingUsage(body)
+		a.Usage, ok = EmbeddingUsage(body)
 	}
-	return u, p.requestID(header), ok
+	a.ProviderID = p.requestID(header)
+	return a, ok
 }
 
 // NewStream follows a chat stream (the usage in the last chunk, the
 // content chunks counted before it; [DONE] ends it) or a Responses stream
 // (response.completed or .incomplete carries the usage and ends it).
 func (p *Provider) NewStream(rt provider.Route, header http.Header, req provider.Request) provider.Stream {
+	est := inputEstimate{endpoint: rt.Endpoint, model: req.Model, body: req.Body}
 	if rt.Endpoint == EndpointResponses {
-		return &responsesStream{id: p.requestID(header)}
+		return &responsesStream{id: p.requestID(header), est: est}
 	}
-	return &chatStream{id: p.requestID(header), injected: req.InjectedUsage}
+	return &chatStream{id: p.requestID(header), injected: req.InjectedUsage, est: est}
+}
+
+// inputEstimate is the input of a stream's request, estimated
+// (EstimateInput) when the provider took the request but its usage never
+// came: a stream cut before its usage chunk, or a chat stream whose
+// client set stream_options.include_usage false.
+type inputEstimate struct {
+	endpoint, model string
+	body            []byte // as sent upstream
+	took            bool   // an event other than an error arrived
+}
+
+// of returns the estimate, 0 when the stream reported its usage
+// (complete) or no event but errors arrived (nothing says the provider
+// took the request), or when the body is not estimable.
+func (e *inputEstimate) of(complete bool) int64 {
+	if complete || !e.took {
+		return 0
+	}
+	est, err := EstimateInput(e.endpoint, e.model, e.body)
+	if err != nil {
+		return 0
+	}
+	return est.Tokens
 }
 
 type chatStream struct {
@@ -207,6 +233,7 @@ type chatStream struct {
 	id       string
 	injected bool
 	done     bool
+	est      inputEstimate
 }
 
 var (
@@ -225,13 +252,19 @@ func (s *chatStream) Observe(_ string, data []byte) provider.Verdict {
 	if bytes.Contains(data, errorWord) && isErrorObject(data) {
 		return provider.Verdict{Error: true}
 	}
+	s.est.took = true
 	usageOnly, _ := s.u.ObserveRaw(data)
 	return provider.Verdict{Drop: usageOnly && s.injected}
 }
 
 func (s *chatStream) Usage() events.Usage { return s.u.Usage() }
-func (s *chatStream) Complete() bool      { return s.done || s.u.Complete() }
-func (s *chatStream) ProviderID() string  { return s.id }
+
+// EstimatedInput is the request's input estimated when the usage chunk
+// never came (provider.InputEstimator).
+func (s *chatStream) EstimatedInput() int64 { return s.est.of(s.u.Complete()) }
+func (s *chatStream) Complete() bool        { return s.done || s.u.Complete() }
+func (s *chatStream) ProviderID() string    { return s.id }
+func (s *chatStream) ServiceTier() string   { return s.u.ServiceTier() }
 
 // isErrorObject reports whether a chunk's "error" member is an object: an
 // error in the stream, rather than a word in the generated text.
@@ -246,6 +279,7 @@ type responsesStream struct {
 	u    ResponseStreamUsage
 	id   string
 	done bool
+	est  inputEstimate
 }
 
 func (s *responsesStream) Observe(name string, data []byte) provider.Verdict {
@@ -256,12 +290,18 @@ func (s *responsesStream) Observe(name string, data []byte) provider.Verdict {
 	case "response.completed", "response.incomplete":
 		s.done = true
 	}
+	s.est.took = true
 	return provider.Verdict{}
 }
 
 func (s *responsesStream) Usage() events.Usage { return s.u.Usage() }
-func (s *responsesStream) Complete() bool      { return s.done }
-func (s *responsesStream) ProviderID() string  { return s.id }
+
+// EstimatedInput is the request's input estimated when no event carried
+// the response's usage (provider.InputEstimator).
+func (s *responsesStream) EstimatedInput() int64 { return s.est.of(s.u.Complete()) }
+func (s *responsesStream) Complete() bool        { return s.done }
+func (s *responsesStream) ProviderID() string    { return s.id }
+func (s *responsesStream) ServiceTier() string   { return s.u.ServiceTier() }
 
 // Classifier classifies the SDK's errors, the request ID read from the
 // provider's own header.

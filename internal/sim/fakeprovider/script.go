@@ -21,8 +21,9 @@ const FaultBilledError = fakekit.FaultBilledError
 
 // Step is what a scripted server does with one request: Fault (FaultNone
 // to succeed), the Usage the attempt reports and bills (for FaultNone,
-// FaultBilledTimeout and FaultBilledError), and the RetryAfter of a rate
-// limit.
+// FaultBilledTimeout, FaultBilledError and FaultBrokenStream, which
+// streams Usage's output tokens before the cut), and the RetryAfter of a
+// rate limit.
 type Step struct {
 	Fault      Fault
 	Usage      events.Usage
@@ -39,7 +40,8 @@ type script struct {
 func (s *script) validate() error {
 	for i, st := range s.steps {
 		switch st.Fault {
-		case FaultNone, FaultRateLimit, FaultOverload, FaultServerError, FaultBilledTimeout, FaultBilledError, FaultBadRequest:
+		case FaultNone, FaultRateLimit, FaultOverload, FaultServerError, FaultBilledTimeout, FaultBilledError, FaultBadRequest,
+			FaultBrokenStream:
 		default:
 			return fmt.Errorf("%w: script step %d: fault %q cannot be scripted", ErrInvalidOptions, i, st.Fault)
 		}
