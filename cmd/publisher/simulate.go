@@ -356,10 +356,14 @@ func printSimulateSummary(w io.Writer, s *simulateSummary) {
 		return
 	}
 	fmt.Fprintf(w, "truth      %d requests, %d attempts (%s)\n", t.Requests, t.Attempts, formatCounts(faultCounts(t.Outcomes)))
-	fmt.Fprintf(w, "  usage    in %d, out %d (cache read %d, cache write %d)\n",
-		t.Usage.InputTokens, t.Usage.OutputTokens, t.Usage.CacheReadInputTokens, t.Usage.CacheCreationInputTokens)
-	fmt.Fprintf(w, "  billed   in %d, out %d (cache read %d, cache write %d)\n",
-		t.Billed.InputTokens, t.Billed.OutputTokens, t.Billed.CacheReadInputTokens, t.Billed.CacheCreationInputTokens)
+	for _, row := range []struct {
+		name string
+		u    events.Usage
+	}{{"usage   ", t.Usage}, {"billed  ", t.Billed}} {
+		fmt.Fprintf(w, "  %s in %d, out %d (cache read %d, cache write %d of which 1h %d, reasoning %d)\n", row.name,
+			row.u.InputTokens, row.u.OutputTokens, row.u.CacheReadInputTokens, row.u.CacheCreationInputTokens,
+			row.u.CacheCreation1hInputTokens, row.u.ReasoningTokens)
+	}
 	fmt.Fprintf(w, "  overhead in %d, out %d\n", t.Overhead.InputTokens, t.Overhead.OutputTokens)
 	if s.TruthFile != "" {
 		fmt.Fprintf(w, "truth written to %s\n", s.TruthFile)

@@ -91,10 +91,10 @@ func run(ctx context.Context, cfg config, connect ...ledger.ConnectOption) (stri
 		for stream.Next() {
 			usage.Observe(stream.Current())
 			if err := m.Accumulate(stream.Current()); err != nil {
-				return nil, ledger.Report{Usage: usage.Usage()}, err
+				return nil, ledger.Report{Usage: usage.Usage(), ServiceTier: usage.ServiceTier()}, err
 			}
 		}
-		return &m, ledger.Report{Usage: usage.Usage()}, stream.Err()
+		return &m, ledger.Report{Usage: usage.Usage(), ServiceTier: usage.ServiceTier()}, stream.Err()
 	})
 	if err != nil {
 		return "", err // a *ledger.CallError: why the call ended, after how many attempts

@@ -576,3 +576,38 @@ func TestClientGoneMidStream(t *testing.T) {
 	assert.True(t, ev.Final)
 	assert.Equal(t, int64(120), ev.Usage.InputTokens)
 }
+
+// The gateway records what the provider reports beside the four counts
+// (issue 19): the reasoning and 1-hour cache-write subsets, clamped within
+// their wholes, and the service tier, from a whole body and from a stream.
+func TestSubsetsAndServiceTierRecorded(t *testing.T) {
+	const whole = `{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[],"stop_reason":"end_turn",` +
+		`"usage":{"input_tokens":10,"output_tokens":50,"cache_read_input_tokens":0,"cache_creation_input_tokens":300,` +
+		`"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":200},"output_tokens_details":{"thinking_tokens":40},"service_tier":"priority"}}`
+	start := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":20,\"output_tokens\":1," +
+		"\"cache_creation_input_tokens\":8,\"cache_creation\":{\"ephemeral_5m_input_tokens\":0,\"ephemeral_1h_input_tokens\":8},\"service_tier\":\"Standard\"}}}"
+	delta := "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":30,\"output_tokens_details\":{\"thinking_tokens\":99}}}"
+	for _, tc := range []struct {
+		name     string
+		up       *scripted
+		body     string
+		want     events.Usage
+		wantTier string
+	}{
+		{"whole body", startScripted(t, reply(200, whole)), anthropicBody,
+			events.Usage{InputTokens: 310, OutputTokens: 50, CacheCreationInputTokens: 300, CacheCreation1hInputTokens: 200, ReasoningTokens: 40}, "priority"},
+		{"stream, thinking above the output cut to it", startScripted(t, sse(false, start, delta, evStop)), anthropicStreamBody,
+			events.Usage{InputTokens: 28, OutputTokens: 30, CacheCreationInputTokens: 8, CacheCreation1hInputTokens: 8, ReasoningTokens: 30}, "standard"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.up.srv.URL, nil)
+			_, err := read(h.post("/v1/messages", tc.body, "X-Api-Key", "k"))
+			require.NoError(t, err)
+			evs := h.events()
+			require.Len(t, evs, 1)
+			assert.Equal(t, tc.want, evs[0].Usage)
+			assert.Equal(t, tc.wantTier, evs[0].ServiceTier)
+			require.NoError(t, evs[0].Validate())
+		})
+	}
+}

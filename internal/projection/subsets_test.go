@@ -134,3 +134,32 @@ func TestUsageSubsetsOrderFree(t *testing.T) {
 		})
 	}
 }
+
+// Through the aggregator and its buckets: the subsets of a failed attempt
+// and of its retry are in the stored request (billed) and session, and an
+// old event without them projects beside them unchanged.
+func TestUsageSubsetsThroughTheAggregator(t *testing.T) {
+	e := newEnv(t)
+	e.start(Config{})
+	failed := withSubsets(evSpec{n: 1, session: "S1", request: "req-a", attempt: 0, in: 500, out: 100}, 200, 150, 60)
+	won := withSubsets(evSpec{n: 2, session: "S1", request: "req-a", attempt: 1, success: true, in: 500, out: 1200}, 100, 0, 900)
+	old := evSpec{n: 3, session: "S1", request: "req-b", attempt: 0, success: true, in: 10, out: 5}
+	var ws []wire
+	for _, a := range []*events.Attempt{failed, won} {
+		data, err := events.Marshal(a)
+		require.NoError(t, err)
+		ws = append(ws, wire{subject: events.Subject(a.SessionID, a.RequestID), data: data, msgID: a.EventID})
+	}
+	e.publish(append(ws, old.wire(t))...)
+	e.waitCheckpoint(3)
+	reqs, sess := e.ledger()
+	r := reqs["req-a"]
+	require.Equal(t, won.Usage, r.Usage)
+	require.Equal(t, failed.Usage.Add(won.Usage), r.Billed)
+	require.Equal(t, events.Usage{InputTokens: 10, OutputTokens: 5}, reqs["req-b"].Billed, "an event without the subsets")
+	s := sess["S1"]
+	require.Equal(t, won.Usage.Add(reqs["req-b"].Usage), s.Usage)
+	require.Equal(t, int64(60+900), s.Billed.ReasoningTokens)
+	require.Equal(t, int64(150), s.Billed.CacheCreation1hInputTokens)
+	require.Equal(t, failed.Usage, s.Billed.Sub(s.Usage), "the retry overhead, field by field")
+}

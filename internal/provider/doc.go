@@ -11,7 +11,8 @@
 //   - the paths the gateway accounts (Match) and what it reads of a
 //     request (Inspect), including the usage option it must add;
 //   - usage from a whole body and from a stream (BodyUsage, NewStream),
-//     and what a broken stream cannot tell;
+//     its reasoning and 1-hour cache-write subsets, the service tier
+//     that served it, and what a broken stream cannot tell;
 //   - classification of its SDK's errors, of raw error responses and of
 //     error events in a stream;
 //   - its error body, for the errors the gateway makes itself;

@@ -13,6 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/provider/anthropic"
+	"github.com/agentledger/ledger/internal/provider/fakekit"
+	"github.com/agentledger/ledger/internal/provider/openai"
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/sim"
 	"github.com/agentledger/ledger/internal/sim/fakeprovider"
@@ -96,6 +99,16 @@ func TestFleetEventsMatchTheTruth(t *testing.T) {
 	assert.Equal(t, truth.Total.Usage, total.usage)
 	assert.NotEqual(t, truth.Total.Billed, truth.Total.Usage, "the faults cost something")
 	assert.Positive(t, truth.Total.Overhead().InputTokens)
+	// The dialects report reasoning and 1-hour cache writes, and the
+	// events carry them as the truth has them (issue 19).
+	assert.Positive(t, truth.Total.Billed.ReasoningTokens, "reasoning reaches the events")
+	assert.Positive(t, truth.Total.Billed.CacheCreation1hInputTokens, "1-hour cache writes reach the events")
+	// The service tier each SDK reports: Gemini's SDK types carry none.
+	wantTiers := map[string][]string{
+		anthropic.Name: anthropic.FakeDialect().ServiceTiers,
+		openai.Name:    openai.OpenAIFakeDialect().ServiceTiers,
+	}
+	tiersSeen := map[string]bool{}
 
 	// Every attempt the provider served has its event, with the usage it
 	// was billed; numbered from 0, the last one final. An attempt whose
@@ -130,11 +143,14 @@ func TestFleetEventsMatchTheTruth(t *testing.T) {
 			assert.Equal(t, at.Outcome == fakeprovider.FaultNone, ev.Outcome == events.OutcomeSuccess, "attempt %d of %s", n, id)
 			if ev.Outcome == events.OutcomeSuccess {
 				assert.NotEmpty(t, ev.ProviderRequestID, "provider request id of %s", id)
+				assert.Equal(t, fakekit.ServiceTierFor(id, wantTiers[ev.Provider]), ev.ServiceTier, "service tier of %s", id)
+				tiersSeen[ev.ServiceTier] = true
 			}
 		}
 		assert.Empty(t, served, "attempts of %s served without an event", id)
 	}
 	assert.LessOrEqual(t, unserved, int64(2), "attempts that never reached the provider are rare")
+	assert.True(t, tiersSeen["priority"] && tiersSeen["standard"], "tiers seen: %v", tiersSeen)
 
 	// The fleet's own counts agree.
 	c := res.Counts

@@ -29,9 +29,16 @@ func FakeDialect() *fakekit.Dialect {
 		Limits:       fakekit.SplitLimits,
 		LimitHeaders: fakekit.LimitHeadersOf(rateLimitHeaders),
 		CacheWrites:  true,
-		Sim:          &fakekit.Sim{Model: "claude-sonnet-4-5", Order: 0, NewCaller: newFakeCaller, Classifier: Classifier},
+		// The 1-hour cache write, thinking and the tier in the usage.
+		CacheWrites1h: true,
+		Reasoning:     true,
+		ServiceTiers:  fakeTiers,
+		Sim:           &fakekit.Sim{Model: "claude-sonnet-4-5", Order: 0, NewCaller: newFakeCaller, Classifier: Classifier},
 	}
 }
+
+// fakeTiers are the service tiers the fake's answers name.
+var fakeTiers = []string{"standard", "priority"}
 
 // fakeRequest is the part of a Messages API request the fake reads.
 type fakeRequest struct {
@@ -42,20 +49,31 @@ type fakeRequest struct {
 }
 
 // fakeUsage is the Messages API usage object. input_tokens excludes the
-// cache tokens, unlike the contract's InputTokens.
+// cache tokens, unlike the contract's InputTokens; cache_creation splits
+// the write by lifetime, output_tokens_details.thinking_tokens is the
+// thinking part of the output, service_tier the tier that served it.
 type fakeUsage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	InputTokens              int64  `json:"input_tokens"`
+	OutputTokens             int64  `json:"output_tokens"`
+	CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64  `json:"cache_read_input_tokens"`
+	CacheCreation            any    `json:"cache_creation"`
+	OutputTokensDetails      any    `json:"output_tokens_details"`
+	ServiceTier              string `json:"service_tier,omitempty"`
 }
 
-func toFakeUsage(u events.Usage) fakeUsage {
+func toFakeUsage(c fakekit.Call, u events.Usage) fakeUsage {
 	return fakeUsage{
 		InputTokens:              u.InputTokens - u.CacheReadInputTokens - u.CacheCreationInputTokens,
 		OutputTokens:             u.OutputTokens,
 		CacheCreationInputTokens: u.CacheCreationInputTokens,
 		CacheReadInputTokens:     u.CacheReadInputTokens,
+		CacheCreation: map[string]int64{
+			"ephemeral_5m_input_tokens": u.CacheCreationInputTokens - u.CacheCreation1hInputTokens,
+			"ephemeral_1h_input_tokens": u.CacheCreation1hInputTokens,
+		},
+		OutputTokensDetails: map[string]int64{"thinking_tokens": u.ReasoningTokens},
+		ServiceTier:         fakekit.ServiceTierFor(c.RequestID, fakeTiers),
 	}
 }
 
@@ -154,7 +172,7 @@ func (a fakeReply) message(c fakekit.Call, u events.Usage, final bool) fakeMessa
 		Role:    "assistant",
 		Model:   a.model,
 		Content: []map[string]any{},
-		Usage:   toFakeUsage(u),
+		Usage:   toFakeUsage(c, u),
 	}
 	if final {
 		stop := "end_turn"
@@ -174,7 +192,7 @@ func (a fakeReply) Succeed(w http.ResponseWriter, c fakekit.Call, u events.Usage
 		return nil
 	}
 	start := u
-	start.OutputTokens = fakekit.StalledOutputTokens
+	start.OutputTokens, start.ReasoningTokens = fakekit.StalledOutputTokens, 0 // thinking comes with message_delta
 	if err := a.StartStall(w, c, start); err != nil {
 		return err
 	}
@@ -191,7 +209,7 @@ func (a fakeReply) Succeed(w http.ResponseWriter, c fakekit.Call, u events.Usage
 		{"message_delta", map[string]any{
 			"type":  "message_delta",
 			"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
-			"usage": map[string]any{"output_tokens": u.OutputTokens},
+			"usage": map[string]any{"output_tokens": u.OutputTokens, "output_tokens_details": map[string]int64{"thinking_tokens": u.ReasoningTokens}},
 		}},
 		{"message_stop", map[string]any{"type": "message_stop"}},
 	} {

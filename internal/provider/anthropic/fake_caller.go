@@ -51,7 +51,7 @@ func (c *fakeCaller) Call(ctx context.Context, prompt string, a retry.Attempt) (
 			accErr = msg.Accumulate(ev)
 		}
 	}
-	rep := retry.Report{Usage: usage.Usage()}
+	rep := retry.Report{Usage: usage.Usage(), ServiceTier: usage.ServiceTier()}
 	if raw != nil {
 		rep.ProviderRequestID = RequestID(raw.Header)
 		rep.Header = raw.Header

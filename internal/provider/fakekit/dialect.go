@@ -2,6 +2,7 @@ package fakekit
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"regexp"
 	"strings"
@@ -44,6 +45,16 @@ type Dialect struct {
 	// CacheWrites: the API bills prompt cache writes, so some calls of
 	// the plan write the cache.
 	CacheWrites bool
+	// CacheWrites1h: the API splits a cache write by lifetime (5 minutes,
+	// 1 hour), so part of some calls' writes is the 1-hour one (Subsets).
+	CacheWrites1h bool
+	// Reasoning: the API reports the reasoning (thinking) part of the
+	// output, so some calls' successful answers have one (Subsets).
+	Reasoning bool
+	// ServiceTiers are the service tiers, in the contract's form, that
+	// the API's successful answers name, one per call (ServiceTierFor);
+	// empty when its answers name none.
+	ServiceTiers []string
 	// Sim is the SDK client the simulator drives against the dialect;
 	// nil when there is none.
 	Sim *Sim
@@ -66,6 +77,42 @@ type Endpoint struct {
 // root is root ("http://127.0.0.1:port").
 func (d *Dialect) BaseURL(root string) string {
 	return root + d.Prefix + d.BasePath
+}
+
+// Subsets returns u, the usage of a successful attempt of call
+// requestID, with the subsets the dialect's answers report: for half the
+// calls a reasoning part of the output (20 to 79 %), and for half the
+// calls that write the cache a 1-hour part of the write (1 to 100 %). They
+// are a function of the request ID alone, so the same seed gives the same
+// truth, and they never exceed their wholes whatever shaped u before.
+func (d *Dialect) Subsets(requestID string, u events.Usage) events.Usage {
+	h := callHash("subsets", requestID)
+	if d.Reasoning && h&1 == 0 {
+		u.ReasoningTokens = u.OutputTokens * int64(20+(h>>8)%60) / 100
+	}
+	if d.CacheWrites1h && u.CacheCreationInputTokens > 0 && (h>>1)&1 == 0 {
+		u.CacheCreation1hInputTokens = u.CacheCreationInputTokens * int64(1+(h>>16)%100) / 100
+	}
+	return u
+}
+
+// ServiceTierFor is the service tier of call requestID among tiers (in
+// the contract's form), "" when tiers is empty: a function of the request
+// ID alone, which the dialect's answers name and the truth expects.
+func ServiceTierFor(requestID string, tiers []string) string {
+	if len(tiers) == 0 {
+		return ""
+	}
+	return tiers[callHash("tier", requestID)%uint64(len(tiers))]
+}
+
+// callHash is the FNV-1a hash of a purpose and a request ID.
+func callHash(purpose, requestID string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(purpose))
+	h.Write([]byte{0})
+	h.Write([]byte(requestID))
+	return h.Sum64()
 }
 
 // Dimensions are the organization's limits under tier t.

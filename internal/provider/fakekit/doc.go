@@ -5,8 +5,11 @@
 //
 // A provider folder builds a Dialect (fake.go): the provider's name, the
 // path prefix it is served under, its endpoints, its organization's rate
-// limits and their headers, whether it bills cache writes, and the SDK
-// client the simulator drives against it (Sim). Its Provider offers the
+// limits and their headers, whether it bills cache writes, what its
+// answers report beside the four counts (a reasoning part of the output,
+// a 1-hour part of the cache write, a service tier: Subsets and
+// ServiceTierFor, functions of the request ID alone), and the SDK client
+// the simulator drives against it (Sim). Its Provider offers the
 // dialect by implementing Faker; the fake provider, the simulator,
 // ledgertest and the bench find dialects through the provider registry
 // and never name a provider.

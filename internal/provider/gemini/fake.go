@@ -13,6 +13,9 @@ import (
 // Fake is the provider's fake dialect (fakekit.Faker): FakeDialect.
 func (Provider) Fake() *fakekit.Dialect { return FakeDialect() }
 
+// fakeTiers are the service tiers the fake's usageMetadata names.
+var fakeTiers = []string{"standard", "flex"}
+
 // FakeDialect is the generateContent API (version v1beta) as the fake
 // provider speaks it, under /gemini (the SDK's base URL is the fake
 // provider's URL and /gemini/): every chunk of a stream carries the
@@ -26,7 +29,10 @@ func FakeDialect() *fakekit.Dialect {
 		BasePath:  "/",
 		Endpoints: []fakekit.Endpoint{{Path: "/v1beta/models/", Handle: fakeModels}},
 		Limits:    fakekit.SplitLimits,
-		Sim:       &fakekit.Sim{Model: "gemini-2.5-flash", Order: 2, NewCaller: newFakeCaller, Classifier: Classifier},
+		// thoughtsTokenCount and usageMetadata.serviceTier.
+		Reasoning:    true,
+		ServiceTiers: fakeTiers,
+		Sim:          &fakekit.Sim{Model: "gemini-2.5-flash", Order: 2, NewCaller: newFakeCaller, Classifier: Classifier},
 	}
 }
 
@@ -126,13 +132,21 @@ func (g fakeReply) chunk(c fakekit.Call, text string, finish string, u events.Us
 	if finish != "" {
 		cand["finishReason"] = finish
 	}
+	// candidatesTokenCount excludes the thoughts, which are output too.
+	thoughts := min(u.ReasoningTokens, u.OutputTokens)
 	usage := map[string]any{
 		"promptTokenCount":     u.InputTokens,
-		"candidatesTokenCount": u.OutputTokens,
+		"candidatesTokenCount": u.OutputTokens - thoughts,
 		"totalTokenCount":      u.InputTokens + u.OutputTokens,
 	}
 	if u.CacheReadInputTokens > 0 {
 		usage["cachedContentTokenCount"] = u.CacheReadInputTokens
+	}
+	if thoughts > 0 {
+		usage["thoughtsTokenCount"] = thoughts
+	}
+	if tier := fakekit.ServiceTierFor(c.RequestID, fakeTiers); tier != "" {
+		usage["serviceTier"] = tier
 	}
 	return map[string]any{
 		"candidates":    []any{cand},

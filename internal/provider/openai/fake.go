@@ -34,6 +34,14 @@ type FakeOptions struct {
 	// not, and a request that asks (stream_options) is refused, as
 	// Mistral does.
 	UsageUnasked bool
+	// Reasoning: answers report a reasoning part of the output
+	// (completion_tokens_details / output_tokens_details), for the calls
+	// fakekit.Dialect.Subsets gives one.
+	Reasoning bool
+	// ServiceTiers are the tiers (contract form) answers name in their
+	// service_tier, one per call (fakekit.ServiceTierFor); "standard" is
+	// written "default", as OpenAI does. Empty: answers name none.
+	ServiceTiers []string
 	// Model is the model the simulator asks for; "" selects none, and the
 	// simulator does not drive the provider.
 	Model string
@@ -85,7 +93,7 @@ func (p *Provider) Fake() *fakekit.Dialect {
 // and retry-after. Its Sim, when opts names a model, drives the SDK's
 // Chat.Completions.New.
 func FakeDialect(name string, opts FakeOptions) *fakekit.Dialect {
-	api := &fakeAPI{errorBody: opts.ErrorBody, limitHeaders: opts.RateLimitHeaders, failHook: opts.Fail, usageUnasked: opts.UsageUnasked}
+	api := &fakeAPI{errorBody: opts.ErrorBody, limitHeaders: opts.RateLimitHeaders, failHook: opts.Fail, usageUnasked: opts.UsageUnasked, tiers: opts.ServiceTiers}
 	if api.errorBody == nil {
 		api.errorBody = OpenAIErrorBody
 	}
@@ -100,6 +108,8 @@ func FakeDialect(name string, opts FakeOptions) *fakekit.Dialect {
 		},
 		Limits:       opts.Limits,
 		LimitHeaders: fakekit.LimitHeadersOf(opts.RateLimitHeaders),
+		Reasoning:    opts.Reasoning,
+		ServiceTiers: opts.ServiceTiers,
 	}
 	if d.Prefix == "" {
 		d.Prefix = "/" + name
@@ -120,7 +130,8 @@ func FakeDialect(name string, opts FakeOptions) *fakekit.Dialect {
 // OpenAIFakeDialect is OpenAI's own dialect, under /openai, with the
 // x-ratelimit-{limit,remaining,reset}-{requests,tokens} headers.
 func OpenAIFakeDialect() *fakekit.Dialect {
-	return FakeDialect(Name, FakeOptions{RateLimitHeaders: RateLimitHeaders, Model: "gpt-4.1-mini", SimOrder: 1})
+	return FakeDialect(Name, FakeOptions{RateLimitHeaders: RateLimitHeaders, Model: "gpt-4.1-mini", SimOrder: 1,
+		Reasoning: true, ServiceTiers: []string{"standard", "flex", "priority"}})
 }
 
 // fakeAPI is one provider's dialect of the OpenAI APIs.
@@ -129,6 +140,19 @@ type fakeAPI struct {
 	limitHeaders guard.RateLimitHeaders
 	failHook     func(http.ResponseWriter, fakekit.Decision) (FakeError, bool)
 	usageUnasked bool
+	tiers        []string // contract form; see FakeOptions.ServiceTiers
+}
+
+// setTier puts call c's service tier, as OpenAI writes it, in an answer
+// object; an API that names none leaves it without.
+func (api *fakeAPI) setTier(obj map[string]any, c fakekit.Call) {
+	switch tier := fakekit.ServiceTierFor(c.RequestID, api.tiers); tier {
+	case "":
+	case "standard":
+		obj["service_tier"] = "default"
+	default:
+		obj["service_tier"] = tier
+	}
 }
 
 // fakeCreated is the fixed creation time of every completion, so that the
@@ -265,7 +289,7 @@ func (o fakeChatReply) Succeed(w http.ResponseWriter, c fakekit.Call, u events.U
 	if o.stream {
 		return o.succeedStream(w, c, u, finish)
 	}
-	fakekit.WriteJSON(w, http.StatusOK, map[string]any{
+	body := map[string]any{
 		"id":                 fakekit.RequestID("chatcmpl-", c),
 		"object":             "chat.completion",
 		"created":            fakeCreated,
@@ -278,7 +302,9 @@ func (o fakeChatReply) Succeed(w http.ResponseWriter, c fakekit.Call, u events.U
 			"finish_reason": finish,
 		}},
 		"usage": fakeChatUsage(u),
-	})
+	}
+	o.api.setTier(body, c)
+	fakekit.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
 
@@ -289,6 +315,6 @@ func fakeChatUsage(u events.Usage) map[string]any {
 		"completion_tokens":         u.OutputTokens,
 		"total_tokens":              u.InputTokens + u.OutputTokens,
 		"prompt_tokens_details":     map[string]any{"cached_tokens": u.CacheReadInputTokens, "audio_tokens": 0},
-		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+		"completion_tokens_details": map[string]any{"reasoning_tokens": u.ReasoningTokens, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
 	}
 }

@@ -46,6 +46,6 @@ func (c *fakeCaller) Call(ctx context.Context, prompt string, a retry.Attempt) (
 	if err != nil {
 		return rep, err
 	}
-	rep.Usage = UsageOf(cc.Usage)
+	rep.Usage, rep.ServiceTier = UsageOf(cc.Usage), ServiceTierOf(cc.ServiceTier)
 	return rep, nil
 }

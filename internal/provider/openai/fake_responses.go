@@ -71,12 +71,13 @@ func (q fakeResponsesReply) response(c fakekit.Call, status, text string, u *eve
 		"tools":               []any{},
 		"usage":               nil,
 	}
+	q.api.setTier(resp, c)
 	if u != nil {
 		resp["usage"] = map[string]any{
 			"input_tokens":          u.InputTokens,
 			"input_tokens_details":  map[string]any{"cached_tokens": u.CacheReadInputTokens},
 			"output_tokens":         u.OutputTokens,
-			"output_tokens_details": map[string]any{"reasoning_tokens": 0},
+			"output_tokens_details": map[string]any{"reasoning_tokens": u.ReasoningTokens},
 			"total_tokens":          u.InputTokens + u.OutputTokens,
 		}
 	}

@@ -29,6 +29,7 @@ func (o fakeChatReply) chunk(c fakekit.Call, delta map[string]any, finish string
 	if o.includeUsage {
 		ch["usage"] = nil
 	}
+	o.api.setTier(ch, c)
 	return ch
 }
 

@@ -186,11 +186,15 @@ func (s *Server) BaseURL(provider string) string {
 func (s *Server) Plan() Plan { return s.plan }
 
 // PlannedUsage is the usage the plan gives every successful attempt of
-// call requestID to provider (see Plan.Usage), before an endpoint's
-// shaping (an embedding's has no output).
+// call requestID to provider (see Plan.Usage), with the subsets its
+// dialect reports (fakekit.Dialect.Subsets), before an endpoint's shaping
+// (an embedding's has no output) and the request's output cap.
 func (s *Server) PlannedUsage(provider, requestID string) events.Usage {
 	d := s.dialects[provider]
-	return s.plan.Usage(requestID, d != nil && d.CacheWrites)
+	if d == nil {
+		return s.plan.Usage(requestID, false)
+	}
+	return d.Subsets(requestID, s.plan.Usage(requestID, d.CacheWrites))
 }
 
 // Truth returns a copy of the ground truth so far. After Close it is
@@ -281,6 +285,9 @@ func (x *exchange) Serve(w http.ResponseWriter, r *http.Request, c callID, a fak
 	}
 	switch d.Fault {
 	case FaultNone:
+		if s.script == nil {
+			usage = x.d.Subsets(c.RequestID, usage)
+		}
 		s.ledger.record(c, provider, model, FaultNone, usage)
 		_ = rep.Succeed(w, c, usage)
 	case FaultBilledTimeout:
