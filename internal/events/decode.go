@@ -403,6 +403,12 @@ func (b *eventBody) attemptV1() (*Attempt, *FieldError) {
 		if usage.CacheCreationInputTokens, err = b.integer("usage.cache_creation_input_tokens", u[uCacheCreation], 0, MaxTokens, tokensRule, false); err != nil {
 			return nil, err
 		}
+		if usage.CacheCreation1hInputTokens, err = b.integer("usage.cache_creation_1h_input_tokens", u[uCacheCreation1h], 0, MaxTokens, tokensRule, false); err != nil {
+			return nil, err
+		}
+		if usage.ReasoningTokens, err = b.integer("usage.reasoning_tokens", u[uReasoning], 0, MaxTokens, tokensRule, false); err != nil {
+			return nil, err
+		}
 	}
 	var (
 		hasError              bool
@@ -451,6 +457,14 @@ func (b *eventBody) attemptV1() (*Attempt, *FieldError) {
 	if err != nil {
 		return nil, err
 	}
+	serviceTier, err := b.str("service_tier", t[fServiceTier], false)
+	if err != nil {
+		return nil, err
+	}
+	estimatedInput, err := b.integer("estimated_input_tokens", t[fEstimatedInput], 0, MaxTokens, tokensRule, false)
+	if err != nil {
+		return nil, err
+	}
 
 	// Every member is read. The attempt (with its error) is one
 	// allocation, and the strings it keeps are another.
@@ -468,6 +482,7 @@ func (b *eventBody) attemptV1() (*Attempt, *FieldError) {
 	a.Attempt = int(attempt)
 	a.Final = final
 	a.Usage = usage
+	a.EstimatedInputTokens = estimatedInput
 	a.StartedAt = started
 	a.FinishedAt = finished
 	var keep keptStrings
@@ -477,6 +492,7 @@ func (b *eventBody) attemptV1() (*Attempt, *FieldError) {
 	keep.add(&a.Provider, provider)
 	keep.add(&a.Model, model)
 	keep.add(&a.ProviderRequestID, providerRequestID)
+	keep.add(&a.ServiceTier, serviceTier)
 	if a.Outcome = Outcome(known(outcome, string(OutcomeSuccess), string(OutcomeError))); a.Outcome == "" {
 		keep.add((*string)(&a.Outcome), outcome)
 	}
@@ -722,7 +738,46 @@ func (a *Attempt) Validate() error {
 	if a.FinishedAt.Before(a.StartedAt) {
 		return fieldErr("finished_at", "must not be before started_at (%s < %s)", FormatTime(a.FinishedAt), FormatTime(a.StartedAt))
 	}
-	return textField("provider_request_id", a.ProviderRequestID, MaxProviderReqID, false)
+	if err := textField("provider_request_id", a.ProviderRequestID, MaxProviderReqID, false); err != nil {
+		return err
+	}
+	if err := validateServiceTier(a.ServiceTier); err != nil {
+		return err
+	}
+	if a.EstimatedInputTokens < 0 || a.EstimatedInputTokens > MaxTokens {
+		return fieldErr("estimated_input_tokens", "must be an integer from 0 to %d, got %d", int64(MaxTokens), a.EstimatedInputTokens)
+	}
+	return nil
+}
+
+// validateServiceTier checks the service_tier rule: "" (unknown) or 1 to
+// MaxServiceTierLength bytes of a-z, 0-9, '_' or '-'.
+func validateServiceTier(tier string) error {
+	if len(tier) > MaxServiceTierLength {
+		return fieldErr("service_tier", "must be at most %d bytes, got %d", MaxServiceTierLength, len(tier))
+	}
+	for i := 0; i < len(tier); i++ {
+		if !serviceTierByte(tier[i]) {
+			return fieldErr("service_tier", "has %q at position %d; it must be empty or up to %d characters of a-z, 0-9, '_' or '-'", clip(tier[i:i+1]), i, MaxServiceTierLength)
+		}
+	}
+	return nil
+}
+
+func serviceTierByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+// ServiceTier returns the tier a provider reported in the contract's form:
+// lower case, and "" when what remains breaks the service_tier rule (too
+// long, or other characters), so that an odd answer loses its tier rather
+// than its event. Adapters pass every tier they read through it.
+func ServiceTier(reported string) string {
+	tier := strings.ToLower(strings.TrimSpace(reported))
+	if validateServiceTier(tier) != nil {
+		return ""
+	}
+	return tier
 }
 
 func (e *AttemptError) validate() error {
@@ -750,6 +805,8 @@ func validateUsage(u Usage) error {
 		{"usage.output_tokens", u.OutputTokens},
 		{"usage.cache_read_input_tokens", u.CacheReadInputTokens},
 		{"usage.cache_creation_input_tokens", u.CacheCreationInputTokens},
+		{"usage.cache_creation_1h_input_tokens", u.CacheCreation1hInputTokens},
+		{"usage.reasoning_tokens", u.ReasoningTokens},
 	} {
 		if f.v < 0 || f.v > MaxTokens {
 			return fieldErr(f.name, "must be an integer from 0 to %d, got %d", int64(MaxTokens), f.v)
@@ -758,6 +815,17 @@ func validateUsage(u Usage) error {
 	if u.CacheReadInputTokens+u.CacheCreationInputTokens > u.InputTokens {
 		return fieldErr("usage.input_tokens", "must include the cache tokens: cache_read_input_tokens (%d) + cache_creation_input_tokens (%d) exceed input_tokens (%d)",
 			u.CacheReadInputTokens, u.CacheCreationInputTokens, u.InputTokens)
+	}
+	for _, s := range [...]struct {
+		part, whole       string
+		partN, wholeCount int64
+	}{
+		{"cache_creation_1h_input_tokens", "cache_creation_input_tokens", u.CacheCreation1hInputTokens, u.CacheCreationInputTokens},
+		{"reasoning_tokens", "output_tokens", u.ReasoningTokens, u.OutputTokens},
+	} {
+		if s.partN > s.wholeCount {
+			return fieldErr("usage."+s.part, "is part of %s and must not exceed it: %d > %d", s.whole, s.partN, s.wholeCount)
+		}
 	}
 	return nil
 }

@@ -313,8 +313,42 @@ func TestDecode(t *testing.T) {
 		// Unknown members are ignored, and names are case-sensitive.
 		accept("unknown top-level member", set("trace_id", "4bf92f3577b34da6"), nil),
 		accept("unknown nested members", all(
-			set("usage.reasoning_tokens", 99), set("usage.cache", map[string]any{"ttl": "5m"}),
+			set("usage.thinking_tokens", 99), set("usage.cache", map[string]any{"ttl": "5m"}),
 		), nil),
+
+		// The usage subsets, the service tier and the estimated input
+		// (issue 19): optional, 0 or "" when missing, so that events
+		// written before them stay valid.
+		accept("usage.reasoning_tokens within output", set("usage.reasoning_tokens", 99), func(a *Attempt) { a.Usage.ReasoningTokens = 99 }),
+		accept("usage.reasoning_tokens equal to output", set("usage.reasoning_tokens", 512), func(a *Attempt) { a.Usage.ReasoningTokens = 512 }),
+		accept("usage.reasoning_tokens null is 0", set("usage.reasoning_tokens", nil), nil),
+		invalid("usage.reasoning_tokens above output", set("usage.reasoning_tokens", 513), "usage.reasoning_tokens"),
+		invalid("usage.reasoning_tokens negative", set("usage.reasoning_tokens", -1), "usage.reasoning_tokens"),
+		invalid("usage.reasoning_tokens fraction", set("usage.reasoning_tokens", raw("1.5")), "usage.reasoning_tokens"),
+		invalid(`usage.reasoning_tokens "9"`, set("usage.reasoning_tokens", "9"), "usage.reasoning_tokens"),
+		accept("usage.cache_creation_1h_input_tokens within cache creation", all(
+			set("usage.cache_creation_input_tokens", 100), set("usage.cache_read_input_tokens", 2000),
+			set("usage.cache_creation_1h_input_tokens", 60),
+		), func(a *Attempt) {
+			a.Usage.CacheCreationInputTokens, a.Usage.CacheReadInputTokens, a.Usage.CacheCreation1hInputTokens = 100, 2000, 60
+		}),
+		invalid("usage.cache_creation_1h_input_tokens above cache creation", set("usage.cache_creation_1h_input_tokens", 1),
+			"usage.cache_creation_1h_input_tokens"),
+		invalid("usage.cache_creation_1h_input_tokens beyond 10^12", set("usage.cache_creation_1h_input_tokens", raw("1000000000001")),
+			"usage.cache_creation_1h_input_tokens"),
+		accept("service_tier priority", set("service_tier", "priority"), func(a *Attempt) { a.ServiceTier = "priority" }),
+		accept("service_tier 32 bytes", set("service_tier", strings.Repeat("f", 32)), func(a *Attempt) { a.ServiceTier = strings.Repeat("f", 32) }),
+		accept("service_tier empty is unknown", set("service_tier", ""), nil),
+		accept("service_tier null is unknown", set("service_tier", nil), nil),
+		invalid("service_tier 33 bytes", set("service_tier", strings.Repeat("f", 33)), "service_tier"),
+		invalid("service_tier upper case", set("service_tier", "Priority"), "service_tier"),
+		invalid("service_tier space", set("service_tier", "on demand"), "service_tier"),
+		invalid("service_tier number", set("service_tier", 1), "service_tier"),
+		accept("estimated_input_tokens", set("estimated_input_tokens", 4096), func(a *Attempt) { a.EstimatedInputTokens = 4096 }),
+		accept("estimated_input_tokens null is 0", set("estimated_input_tokens", nil), nil),
+		invalid("estimated_input_tokens negative", set("estimated_input_tokens", -1), "estimated_input_tokens"),
+		invalid("estimated_input_tokens beyond 10^12", set("estimated_input_tokens", raw("1000000000001")), "estimated_input_tokens"),
+		invalid("estimated_input_tokens fraction", set("estimated_input_tokens", raw("2.5")), "estimated_input_tokens"),
 		acceptErr("unknown error member", set("error.provider_code", "overloaded_error"), nil),
 		accept("differently cased names are unknown members", all(
 			set("Event_ID", "garbage"), set("ATTEMPT", 999999), set("Schema", "ledger.attempt.v9"), set("Usage", "x"),

@@ -31,6 +31,14 @@ func AppendUsage(b []byte, u Usage) []byte {
 	b = strconv.AppendInt(b, u.CacheReadInputTokens, 10)
 	b = append(b, `,"cache_creation_input_tokens":`...)
 	b = strconv.AppendInt(b, u.CacheCreationInputTokens, 10)
+	if u.CacheCreation1hInputTokens != 0 {
+		b = append(b, `,"cache_creation_1h_input_tokens":`...)
+		b = strconv.AppendInt(b, u.CacheCreation1hInputTokens, 10)
+	}
+	if u.ReasoningTokens != 0 {
+		b = append(b, `,"reasoning_tokens":`...)
+		b = strconv.AppendInt(b, u.ReasoningTokens, 10)
+	}
 	return append(b, '}')
 }
 
@@ -76,11 +84,12 @@ func appendDigits(b []byte, n, width int) []byte {
 //
 // The bytes are exactly those encoding/json writes for the v1 layout
 // (members in the contract's order, no spaces, strings escaped the way
-// json.Marshal escapes them, error and an empty provider_request_id
+// json.Marshal escapes them, error, an empty provider_request_id or
+// service_tier, a zero estimated_input_tokens and zero usage subsets
 // omitted); the error is always nil.
 func Marshal(a *Attempt) ([]byte, error) {
 	n := 400 + len(a.EventID) + len(a.RequestID) + len(a.SessionID) + len(a.Outcome) +
-		len(a.Provider) + len(a.Model) + len(a.ProviderRequestID)
+		len(a.Provider) + len(a.Model) + len(a.ProviderRequestID) + len(a.ServiceTier)
 	if a.Error != nil {
 		n += 64 + len(a.Error.Kind) + len(a.Error.Message)
 	}
@@ -122,6 +131,14 @@ func Marshal(a *Attempt) ([]byte, error) {
 	if a.ProviderRequestID != "" {
 		b = append(b, `,"provider_request_id":`...)
 		b = appendString(b, a.ProviderRequestID)
+	}
+	if a.ServiceTier != "" {
+		b = append(b, `,"service_tier":`...)
+		b = appendString(b, a.ServiceTier)
+	}
+	if a.EstimatedInputTokens != 0 {
+		b = append(b, `,"estimated_input_tokens":`...)
+		b = strconv.AppendInt(b, a.EstimatedInputTokens, 10)
 	}
 	return append(b, '}'), nil
 }

@@ -46,6 +46,8 @@ const (
 	MaxProviderLength = 64
 	MaxModelLength    = 256
 	MaxProviderReqID  = 256
+	// MaxServiceTierLength bounds service_tier, in bytes.
+	MaxServiceTierLength = 32
 
 	// MaxEventBytes is the largest event body the contract allows (64
 	// KiB), unknown members and white space included: a valid event as
@@ -92,4 +94,13 @@ type Attempt struct {
 	StartedAt         time.Time     `json:"started_at"`
 	FinishedAt        time.Time     `json:"finished_at"`
 	ProviderRequestID string        `json:"provider_request_id,omitempty"`
+	// ServiceTier is the tier the provider says served the attempt
+	// ("standard", "priority", "flex", "batch", ...), "" when it did not
+	// say. It prices the attempt; it is not part of Usage.
+	ServiceTier string `json:"service_tier,omitempty"`
+	// EstimatedInputTokens is the input a tokenizer estimated for an
+	// attempt whose provider never reported its input (an OpenAI stream
+	// cut before its usage chunk); 0 when nothing was estimated. It is
+	// kept apart from Usage so that exact and estimated counts never mix.
+	EstimatedInputTokens int64 `json:"estimated_input_tokens,omitempty"`
 }

@@ -378,6 +378,8 @@ func refAttemptV1(m refMembers) (*Attempt, *FieldError) {
 			{"output_tokens", &a.Usage.OutputTokens},
 			{"cache_read_input_tokens", &a.Usage.CacheReadInputTokens},
 			{"cache_creation_input_tokens", &a.Usage.CacheCreationInputTokens},
+			{"cache_creation_1h_input_tokens", &a.Usage.CacheCreation1hInputTokens},
+			{"reasoning_tokens", &a.Usage.ReasoningTokens},
 		} {
 			if *f.dst, err = u.integer(f.name, 0, MaxTokens, refTokensRule, false); err != nil {
 				return nil, err
@@ -409,7 +411,11 @@ func refAttemptV1(m refMembers) (*Attempt, *FieldError) {
 		return nil, err
 	}
 	str("provider_request_id", &a.ProviderRequestID, false)
+	str("service_tier", &a.ServiceTier, false)
 	if err != nil {
+		return nil, err
+	}
+	if a.EstimatedInputTokens, err = m.integer("estimated_input_tokens", 0, MaxTokens, refTokensRule, false); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -530,7 +536,21 @@ func refValidate(a *Attempt) error {
 	if a.FinishedAt.Before(a.StartedAt) {
 		return fieldErr("finished_at", "must not be before started_at (%s < %s)", refFormatTime(a.FinishedAt), refFormatTime(a.StartedAt))
 	}
-	return refTextField("provider_request_id", a.ProviderRequestID, MaxProviderReqID, false)
+	if err := refTextField("provider_request_id", a.ProviderRequestID, MaxProviderReqID, false); err != nil {
+		return err
+	}
+	if len(a.ServiceTier) > MaxServiceTierLength {
+		return fieldErr("service_tier", "must be at most %d bytes, got %d", MaxServiceTierLength, len(a.ServiceTier))
+	}
+	for i, c := range []byte(a.ServiceTier) {
+		if !strings.ContainsRune("abcdefghijklmnopqrstuvwxyz0123456789_-", rune(c)) {
+			return fieldErr("service_tier", "has %q at position %d; it must be empty or up to %d characters of a-z, 0-9, '_' or '-'", refClip(string(c)), i, MaxServiceTierLength)
+		}
+	}
+	if a.EstimatedInputTokens < 0 || a.EstimatedInputTokens > MaxTokens {
+		return fieldErr("estimated_input_tokens", "must be an integer from 0 to %d, got %d", int64(MaxTokens), a.EstimatedInputTokens)
+	}
+	return nil
 }
 
 func refValidateError(e *AttemptError) error {
@@ -558,6 +578,8 @@ func refValidateUsage(u Usage) error {
 		{"usage.output_tokens", u.OutputTokens},
 		{"usage.cache_read_input_tokens", u.CacheReadInputTokens},
 		{"usage.cache_creation_input_tokens", u.CacheCreationInputTokens},
+		{"usage.cache_creation_1h_input_tokens", u.CacheCreation1hInputTokens},
+		{"usage.reasoning_tokens", u.ReasoningTokens},
 	} {
 		if f.v < 0 || f.v > MaxTokens {
 			return fieldErr(f.name, "must be an integer from 0 to %d, got %d", int64(MaxTokens), f.v)
@@ -566,6 +588,14 @@ func refValidateUsage(u Usage) error {
 	if u.CacheReadInputTokens+u.CacheCreationInputTokens > u.InputTokens {
 		return fieldErr("usage.input_tokens", "must include the cache tokens: cache_read_input_tokens (%d) + cache_creation_input_tokens (%d) exceed input_tokens (%d)",
 			u.CacheReadInputTokens, u.CacheCreationInputTokens, u.InputTokens)
+	}
+	if u.CacheCreation1hInputTokens > u.CacheCreationInputTokens {
+		return fieldErr("usage.cache_creation_1h_input_tokens", "is part of cache_creation_input_tokens and must not exceed it: %d > %d",
+			u.CacheCreation1hInputTokens, u.CacheCreationInputTokens)
+	}
+	if u.ReasoningTokens > u.OutputTokens {
+		return fieldErr("usage.reasoning_tokens", "is part of output_tokens and must not exceed it: %d > %d",
+			u.ReasoningTokens, u.OutputTokens)
 	}
 	return nil
 }
@@ -610,6 +640,8 @@ type refWireAttempt struct {
 	StartedAt         string        `json:"started_at"`
 	FinishedAt        string        `json:"finished_at"`
 	ProviderRequestID string        `json:"provider_request_id,omitempty"`
+	ServiceTier       string        `json:"service_tier,omitempty"`
+	EstimatedInput    int64         `json:"estimated_input_tokens,omitempty"`
 }
 
 // refFormatTime is FormatTime as it was.
@@ -632,5 +664,7 @@ func refMarshal(a *Attempt) ([]byte, error) {
 		StartedAt:         refFormatTime(a.StartedAt),
 		FinishedAt:        refFormatTime(a.FinishedAt),
 		ProviderRequestID: a.ProviderRequestID,
+		ServiceTier:       a.ServiceTier,
+		EstimatedInput:    a.EstimatedInputTokens,
 	})
 }

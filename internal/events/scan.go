@@ -69,6 +69,8 @@ const (
 	fStartedAt
 	fFinishedAt
 	fProviderRequestID
+	fServiceTier
+	fEstimatedInput
 	nTop
 )
 
@@ -77,6 +79,8 @@ const (
 	uOutput
 	uCacheRead
 	uCacheCreation
+	uCacheCreation1h
+	uReasoning
 	nUsage
 )
 
@@ -96,8 +100,8 @@ const (
 )
 
 // longestName is the length of the longest member name the decoder knows
-// (cache_creation_input_tokens); a longer name is an unknown member.
-const longestName = 27
+// (cache_creation_1h_input_tokens); a longer name is an unknown member.
+const longestName = 30
 
 func topMember(name []byte) int {
 	switch string(name) {
@@ -129,6 +133,10 @@ func topMember(name []byte) int {
 		return fFinishedAt
 	case "provider_request_id":
 		return fProviderRequestID
+	case "service_tier":
+		return fServiceTier
+	case "estimated_input_tokens":
+		return fEstimatedInput
 	}
 	return -1
 }
@@ -143,6 +151,10 @@ func usageMember(name []byte) int {
 		return uCacheRead
 	case "cache_creation_input_tokens":
 		return uCacheCreation
+	case "cache_creation_1h_input_tokens":
+		return uCacheCreation1h
+	case "reasoning_tokens":
+		return uReasoning
 	}
 	return -1
 }

@@ -62,9 +62,11 @@ func TestLargestValidEventFits(t *testing.T) {
 		RequestID: strings.Repeat("r", MaxIDLength), SessionID: strings.Repeat("s", MaxIDLength),
 		Attempt: MaxAttempt, Outcome: OutcomeError, Final: true,
 		Provider: esc(MaxProviderLength), Model: esc(MaxModelLength),
-		Usage:     Usage{InputTokens: MaxTokens, OutputTokens: MaxTokens, CacheReadInputTokens: MaxTokens / 2, CacheCreationInputTokens: MaxTokens / 2},
+		Usage: Usage{InputTokens: MaxTokens, OutputTokens: MaxTokens, CacheReadInputTokens: MaxTokens / 2, CacheCreationInputTokens: MaxTokens / 2,
+			CacheCreation1hInputTokens: MaxTokens / 2, ReasoningTokens: MaxTokens},
 		Error:     &AttemptError{Kind: KindCircuitOpen, Status: 599, Retryable: true, Message: esc(MaxMessageBytes)},
 		StartedAt: late, FinishedAt: late, ProviderRequestID: esc(MaxProviderReqID),
+		ServiceTier: strings.Repeat("p", MaxServiceTierLength), EstimatedInputTokens: MaxTokens,
 	}
 	require.NoError(t, a.Validate())
 	data, err := Marshal(a)

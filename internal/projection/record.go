@@ -102,10 +102,12 @@ func (a *arith) add(x, y int64) int64 {
 
 func (a *arith) addUsage(x, y events.Usage) events.Usage {
 	return events.Usage{
-		InputTokens:              a.add(x.InputTokens, y.InputTokens),
-		OutputTokens:             a.add(x.OutputTokens, y.OutputTokens),
-		CacheReadInputTokens:     a.add(x.CacheReadInputTokens, y.CacheReadInputTokens),
-		CacheCreationInputTokens: a.add(x.CacheCreationInputTokens, y.CacheCreationInputTokens),
+		InputTokens:                a.add(x.InputTokens, y.InputTokens),
+		OutputTokens:               a.add(x.OutputTokens, y.OutputTokens),
+		CacheReadInputTokens:       a.add(x.CacheReadInputTokens, y.CacheReadInputTokens),
+		CacheCreationInputTokens:   a.add(x.CacheCreationInputTokens, y.CacheCreationInputTokens),
+		CacheCreation1hInputTokens: a.add(x.CacheCreation1hInputTokens, y.CacheCreation1hInputTokens),
+		ReasoningTokens:            a.add(x.ReasoningTokens, y.ReasoningTokens),
 	}
 }
 
@@ -119,7 +121,8 @@ func (a *arith) neg(x int64) int64 {
 
 func (a *arith) negUsage(u events.Usage) events.Usage {
 	return events.Usage{InputTokens: a.neg(u.InputTokens), OutputTokens: a.neg(u.OutputTokens),
-		CacheReadInputTokens: a.neg(u.CacheReadInputTokens), CacheCreationInputTokens: a.neg(u.CacheCreationInputTokens)}
+		CacheReadInputTokens: a.neg(u.CacheReadInputTokens), CacheCreationInputTokens: a.neg(u.CacheCreationInputTokens),
+		CacheCreation1hInputTokens: a.neg(u.CacheCreation1hInputTokens), ReasoningTokens: a.neg(u.ReasoningTokens)}
 }
 
 // appendSaturated appends the stored form of t.Saturated to a record: a
