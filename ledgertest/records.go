@@ -40,9 +40,15 @@ type Request struct {
 	// Usage is what the call used: its winning attempt's usage.
 	Usage ledger.Usage
 	// Billed is what the provider charged: the sum over every attempt.
-	Billed         ledger.Usage
-	FirstStartedAt time.Time
-	LastFinishedAt time.Time
+	Billed ledger.Usage
+	// UsageCost is the winning attempt's money and BilledCost every
+	// attempt's, each at its own price, in nano-US-dollars (1e-9 USD);
+	// the tokens (input and output) of attempts without a price are
+	// counted apart, never as $0.
+	UsageCost, BilledCost                     int64
+	UnpricedUsageTokens, UnpricedBilledTokens int64
+	FirstStartedAt                            time.Time
+	LastFinishedAt                            time.Time
 }
 
 // Session is the ledger's rollup of one session (bucket ledger_sessions).
@@ -56,6 +62,10 @@ type Session struct {
 	// Usage and Billed are the sums over the session's requests.
 	Usage  ledger.Usage
 	Billed ledger.Usage
+	// UsageCost, BilledCost (nano-USD) and the unpriced tokens are the
+	// sums of the requests' (Request).
+	UsageCost, BilledCost                     int64
+	UnpricedUsageTokens, UnpricedBilledTokens int64
 	// Saturated reports that a sum reached 2^63-1 and stopped there.
 	Saturated bool
 }
@@ -142,10 +152,14 @@ func (l *Ledger) lookupRequest(t testing.TB, requestID string) (Request, error) 
 	if err := l.lookup(t, names.RequestsBucket, requestID, &r); err != nil {
 		return Request{}, err
 	}
-	// The record's contract fields, as they are: Request has the same
-	// fields (it drops only their JSON names), so the conversion stops
-	// compiling the day they differ.
-	return Request(r.View()), nil
+	v := r.View()
+	return Request{
+		RequestID: v.RequestID, SessionID: v.SessionID, Provider: v.Provider, Model: v.Model, Status: v.Status,
+		Attempts: v.Attempts, WinningAttempt: v.WinningAttempt, Usage: v.Usage, Billed: v.Billed,
+		UsageCost: int64(v.UsageCost), BilledCost: int64(v.BilledCost),
+		UnpricedUsageTokens: v.UnpricedUsageTokens, UnpricedBilledTokens: v.UnpricedBilledTokens,
+		FirstStartedAt: v.FirstStartedAt, LastFinishedAt: v.LastFinishedAt,
+	}, nil
 }
 
 // lookupSession reads the record of sessionID; errEmpty or errNoRecord
@@ -160,6 +174,8 @@ func (l *Ledger) lookupSession(t testing.TB, sessionID string) (Session, error) 
 	return Session{
 		SessionID: v.SessionID, Requests: v.Requests, Succeeded: v.Succeeded, Failed: v.Failed,
 		Pending: v.Pending, Attempts: v.Attempts, Usage: v.Usage, Billed: v.Billed,
+		UsageCost: int64(v.UsageCost), BilledCost: int64(v.BilledCost),
+		UnpricedUsageTokens: v.UnpricedUsageTokens, UnpricedBilledTokens: v.UnpricedBilledTokens,
 		Saturated: v.Saturated,
 	}, nil
 }

@@ -34,6 +34,9 @@ type batcher struct {
 	// Owned by the goroutine that prepares batches.
 	prepared uint64
 	cache    *cache
+	// apply is the rule of the term: Priced(the term's catalog), or
+	// Config.Apply.
+	apply ApplyFunc
 	// absentReq and absentSes are set when the bucket was empty at the
 	// start of the term; see absentFilter.
 	absentReq, absentSes *absentFilter
@@ -202,7 +205,7 @@ func (b *batcher) fold(ctx context.Context, items []accepted, reqs map[string]*r
 	for i := range items {
 		it := &items[i]
 		w := reqs[it.ev.RequestID]
-		ok, changed := Fold(w.rec, it.ev, b.agg.cfg.Apply)
+		ok, changed := Fold(w.rec, it.ev, b.apply)
 		if ok {
 			w.changed = w.changed || changed
 			continue

@@ -164,16 +164,16 @@ func TestNameTableRoundTrip(t *testing.T) {
 			odd := evSpec{n: 2, session: "ses", request: "req", attempt: 1, in: 4}.event()
 			odd.Provider, odd.Model = tc.provider, tc.model
 			r.Apply(odd)
-			r.Apply(evSpec{n: 3, session: "ses", request: "req", attempt: 2, in: 5}.event()) // the record's: no index
+			r.Apply(evSpec{n: 5, session: "ses", request: "req", attempt: 2, in: 5}.event()) // the record's: no index
 			data := r.appendJSON(nil)
 			var raw struct {
 				Log   [][]json.RawMessage `json:"log"`
 				Names []string            `json:"names"`
 			}
 			require.NoError(t, json.Unmarshal(data, &raw), string(data))
-			require.Len(t, raw.Log[0], 9, string(data))
-			require.Len(t, raw.Log[1], 11, string(data))
-			require.Len(t, raw.Log[2], 9, string(data))
+			require.Len(t, raw.Log[0], 10, string(data))
+			require.Len(t, raw.Log[1], 12, string(data))
+			require.Len(t, raw.Log[2], 10, string(data))
 			require.Len(t, raw.Names, len(map[string]bool{tc.provider: true, tc.model: true}))
 			require.Equal(t, tc.plain, raw.Names[len(raw.Names)-1] == tc.model, "names: %q", raw.Names)
 			var back Request

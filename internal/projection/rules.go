@@ -33,5 +33,6 @@ func (r *Request) Conflicts(ev *events.Attempt) bool {
 // makes the same events project to a different ledger. The lease, the
 // checkpoint, a rebuild's switch and every record carry the version that
 // wrote them; an aggregator whose rules are older than its ledger's
-// refuses to write (see the package comment).
-const RulesVersion = 2
+// refuses to write (see the package comment). Version 3 prices each
+// attempt (Entry.Cost, the money fields of records and sessions).
+const RulesVersion = 3
