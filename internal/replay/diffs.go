@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -154,9 +155,20 @@ func (c *diffs) request(id string, seq uint64, live, re *projection.RequestView)
 	r.num("winning_attempt", int64(live.WinningAttempt), int64(re.WinningAttempt))
 	r.usage("usage", live.Usage, re.Usage)
 	r.usage("billed", live.Billed, re.Billed)
+	r.money(live.UsageCost, re.UsageCost, live.BilledCost, re.BilledCost, live.UnpricedUsageTokens, re.UnpricedUsageTokens,
+		live.UnpricedBilledTokens, re.UnpricedBilledTokens)
 	r.time("first_started_at", live.FirstStartedAt, re.FirstStartedAt)
 	r.time("last_finished_at", live.LastFinishedAt, re.LastFinishedAt)
 	return r.differ
+}
+
+// money compares the money fields of a record (nano-USD) and its
+// unpriced tokens.
+func (r *record) money(usage, reUsage, billed, reBilled pricing.Money, unpricedUsage, reUnpricedUsage, unpricedBilled, reUnpricedBilled int64) {
+	r.num("usage_cost", int64(usage), int64(reUsage))
+	r.num("billed_cost", int64(billed), int64(reBilled))
+	r.num("unpriced_usage_tokens", unpricedUsage, reUnpricedUsage)
+	r.num("unpriced_billed_tokens", unpricedBilled, reUnpricedBilled)
 }
 
 // session compares a session record; a missing record counts as zero
@@ -173,10 +185,15 @@ func (c *diffs) session(id string, seq uint64, inLive, inRe bool, live, re proje
 	r.num("attempts", live.Attempts, re.Attempts)
 	r.usage("usage", live.Usage, re.Usage)
 	r.usage("billed", live.Billed, re.Billed)
+	r.money(live.UsageCost, re.UsageCost, live.BilledCost, re.BilledCost, live.UnpricedUsageTokens, re.UnpricedUsageTokens,
+		live.UnpricedBilledTokens, re.UnpricedBilledTokens)
 	if live.Saturated != re.Saturated {
 		r.add("saturated", strconv.FormatBool(live.Saturated), strconv.FormatBool(re.Saturated), nil)
 	}
 	c.d.UsageDelta = c.d.UsageDelta.Add(live.Usage.Sub(re.Usage))
 	c.d.BilledDelta = c.d.BilledDelta.Add(live.Billed.Sub(re.Billed))
+	c.d.UsageCostDelta += live.UsageCost - re.UsageCost
+	c.d.BilledCostDelta += live.BilledCost - re.BilledCost
+	c.d.UnpricedTokenDelta += live.UnpricedBilledTokens - re.UnpricedBilledTokens
 	return r.differ
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -73,6 +74,18 @@ type Drift struct {
 	BilledDelta      events.Usage `json:"billed_delta"`
 	UsageTokenDelta  int64        `json:"usage_token_delta"`
 	BilledTokenDelta int64        `json:"billed_token_delta"`
+	// UsageCostDelta and BilledCostDelta are the drift in money: live
+	// minus recomputed, in nano-USD, summed over the sessions;
+	// UnpricedTokenDelta the drift in billed tokens without a price. A
+	// corrected price in the catalog shows here until a rebuild.
+	UsageCostDelta     pricing.Money `json:"usage_cost_delta"`
+	BilledCostDelta    pricing.Money `json:"billed_cost_delta"`
+	UnpricedTokenDelta int64         `json:"unpriced_billed_token_delta"`
+	// LedgerPrices is the catalog version the live ledger records,
+	// Prices the one Verify recomputed with (the current catalog of
+	// ledger_prices).
+	LedgerPrices string `json:"ledger_prices,omitempty"`
+	Prices       string `json:"prices,omitempty"`
 	// DiffCount counts every differing field; Diffs holds the first of
 	// them (Options.MaxDiffs), sorted by kind (sessions, requests,
 	// rejections), ID (rejections by sequence) and field.
@@ -176,10 +189,18 @@ func Verify(ctx context.Context, js jetstream.JetStream, o Options) (*Drift, err
 	if err := allowDirect(ctx, js, info); err != nil {
 		return nil, err
 	}
-	d := &Drift{Checkpoint: p}
+	apply, prices, err := o.pricedApply(ctx, js, false)
+	if err != nil {
+		return nil, err
+	}
+	ledgerPrices, err := projection.LedgerPrices(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	d := &Drift{Checkpoint: p, Prices: prices, LedgerPrices: ledgerPrices}
 	slow := watchSlowConsumer(js.Conn())
 	defer slow.stop()
-	v := &verifier{js: js, nc: js.Conn(), o: o, lim: o.limits(), apply: o.Apply, p: p, first: first,
+	v := &verifier{js: js, nc: js.Conn(), o: o, lim: o.limits(), apply: apply, p: p, first: first,
 		c: &diffs{d: d, limit: o.MaxDiffs}, scratch: newScratch(js)}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
