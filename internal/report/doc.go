@@ -1,4 +1,6 @@
 // Package report owns the ledger report: reading the session rollups and
 // printing them for people (a table) and for machines (JSON), with usage,
-// billed and the retry overhead between them.
+// billed and the retry overhead between them, in tokens and in money (the
+// costs the projection recorded, each attempt at its own price, and the
+// tokens no price covers).
 package report
