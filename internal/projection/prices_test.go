@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -61,7 +62,8 @@ func TestFallbackPricedPerAttempt(t *testing.T) {
 	e.loadPrices(priceFile("1", "2"))
 	ws := fallbackWires(t)
 	e.publish(ws...)
-	e.start(Config{})
+	obs := &costRecorder{got: map[string]ModelCost{}}
+	e.start(Config{Observer: obs, BatchSize: 1})
 	e.waitCheckpoint(e.lastSeq())
 	reqs, sess := e.ledger()
 
@@ -81,6 +83,31 @@ func TestFallbackPricedPerAttempt(t *testing.T) {
 	require.Equal(t, pricing.Money(22_000_000), s1.BilledCost)
 	require.Equal(t, int64(340), s1.UnpricedBilledTokens)
 	require.Equal(t, int64(340), s1.UnpricedUsageTokens)
+
+	// The metrics' view: per provider and model, never per session.
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	require.Equal(t, map[string]ModelCost{
+		"anthropic/model-a":        {Billed: 2_000_000},
+		"anthropic/model-b":        {Usage: 20_000_000, Billed: 20_000_000},
+		"anthropic/model-unpriced": {UnpricedUsage: 340, UnpricedBilled: 340},
+	}, obs.got)
+}
+
+// costRecorder is an Observer that sums what CostCommitted reports.
+type costRecorder struct {
+	mu  sync.Mutex
+	got map[string]ModelCost
+}
+
+func (c *costRecorder) BatchCommitted(int, time.Duration) {}
+func (c *costRecorder) Rejected(string)                   {}
+func (c *costRecorder) CostCommitted(provider, model string, d ModelCost) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := provider + "/" + model
+	s := c.got[k]
+	c.got[k] = ModelCost{s.Usage + d.Usage, s.Billed + d.Billed, s.UnpricedUsage + d.UnpricedUsage, s.UnpricedBilled + d.UnpricedBilled}
 }
 
 // Two aggregators never price one ledger with two catalog versions: the
