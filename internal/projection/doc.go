@@ -159,6 +159,28 @@
 // deploy is safe in both directions: once a newer instance has written,
 // older ones stand aside; rolled back, they refuse rather than mix rules.
 //
+// # Prices
+//
+// Each accepted event is priced when it is merged (Priced, ApplyPriced):
+// its own provider, model, service tier, usage and started_at, in one
+// catalog; the entry keeps its cost (Entry.Cost, or Unpriced), and the
+// record's usage_cost, billed_cost and unpriced tokens are derived from
+// the log like every other field. So a record stays a function of the set
+// of its events, for a given catalog, and every argument above holds.
+// Which catalog: the version the ledger records in its checkpoint
+// ("prices"), rebuilt from bucket ledger_prices (package pricebook). A
+// term prices with that version and writes it with every checkpoint; an
+// empty ledger (or one written before pricing) adopts the current catalog
+// when a term begins. A catalog loaded later is never used mid-ledger: the
+// writer that holds the lease prices with the recorded version, a standby
+// that takes over reads it from the checkpoint, and a build that cannot
+// rebuild that version (its default catalog differs) refuses to write
+// (pricebook.ErrUnavailable), as for newer rules. A rebuild's scratch
+// ledger adopts the current catalog; its switch records that version, so
+// the rebuild re-prices the whole history and the live term goes on with
+// it. Verify recomputes with the current catalog: a loaded correction
+// shows as a drift in money until the rebuild.
+//
 // # Rebuild
 //
 // Rebuild replays the whole stream under the current code into a scratch

@@ -118,6 +118,15 @@ func (r *record) num(field string, live, recomputed int64) {
 	}
 }
 
+// cost compares a money field: Live and Recomputed in US dollars, Delta
+// in nano-USD.
+func (r *record) cost(field string, live, recomputed pricing.Money) {
+	if live != recomputed {
+		delta := int64(live - recomputed)
+		r.add(field, live.String(), recomputed.String(), &delta)
+	}
+}
+
 func (r *record) time(field string, live, recomputed time.Time) {
 	if !live.Equal(recomputed) {
 		r.add(field, live.UTC().Format(time.RFC3339Nano), recomputed.UTC().Format(time.RFC3339Nano), nil)
@@ -165,8 +174,8 @@ func (c *diffs) request(id string, seq uint64, live, re *projection.RequestView)
 // money compares the money fields of a record (nano-USD) and its
 // unpriced tokens.
 func (r *record) money(usage, reUsage, billed, reBilled pricing.Money, unpricedUsage, reUnpricedUsage, unpricedBilled, reUnpricedBilled int64) {
-	r.num("usage_cost", int64(usage), int64(reUsage))
-	r.num("billed_cost", int64(billed), int64(reBilled))
+	r.cost("usage_cost", usage, reUsage)
+	r.cost("billed_cost", billed, reBilled)
 	r.num("unpriced_usage_tokens", unpricedUsage, reUnpricedUsage)
 	r.num("unpriced_billed_tokens", unpricedBilled, reUnpricedBilled)
 }

@@ -63,8 +63,9 @@ func TestWrongPriceStory(t *testing.T) {
 		}
 	}
 	// r1: attempt 0 (1,000 in) and attempt 1 (1,000 in, 500 out).
-	require.Equal(t, "1760000", byField["billed_cost"].Live)
-	require.Equal(t, "320000", byField["billed_cost"].Recomputed)
+	require.Equal(t, "0.00176", byField["billed_cost"].Live, "US dollars")
+	require.Equal(t, "0.00032", byField["billed_cost"].Recomputed)
+	require.Equal(t, int64(1_440_000), *byField["billed_cost"].Delta, "nano-USD")
 
 	require.NoError(t, projection.Rebuild(ctx, projection.RebuildConfig{JS: js, LeaseTTL: time.Second}))
 	d = verify(t, js, Options{})

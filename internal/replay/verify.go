@@ -48,7 +48,8 @@ type Diff struct {
 	Field      string `json:"field"` // the contract's JSON name, dotted for usage and billed
 	Live       string `json:"live"`
 	Recomputed string `json:"recomputed"`
-	// Delta is live minus recomputed for numeric fields.
+	// Delta is live minus recomputed for numeric fields (for the money
+	// fields, whose Live and Recomputed are in US dollars, in nano-USD).
 	Delta *int64 `json:"delta,omitempty"`
 	// Seq is the stream sequence both sides were compared at.
 	Seq uint64 `json:"seq"`
