@@ -303,6 +303,8 @@ func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResu
 		return w, err
 	}
 	w.PricingCost = 1 - w.Aggregator.Rate/w.AggregatorUnpriced.Rate
+	fmt.Fprintf(os.Stderr, "workload %s: aggregator catch-up %.0f ev/s priced, %.0f ev/s unpriced: pricing costs %.1f%%\n",
+		spec.Name, w.Aggregator.Rate, w.AggregatorUnpriced.Rate, 100*w.PricingCost)
 	if cfg.Durable {
 		if w.Durable, err = runDurable(ctx, cfg, spec); err != nil {
 			return w, fmt.Errorf("durable: %w", err)

@@ -9,13 +9,16 @@
 // once, never edited) and makes it the current catalog (key "current");
 // `aggregator prices` lists them.
 //
-// Loading a catalog does not change what the live ledger prices with. The
-// ledger records the version it prices with in its checkpoint
-// (ledger_state); a writer of the ledger prices with that version, never
-// with the current one, so two aggregators never mix versions in one
-// ledger. An empty ledger adopts the current catalog when its first term
-// begins; a rebuild prices the whole history with the current catalog and
-// its switch records that version in the live ledger. Verify recomputes
+// Loading a catalog does not by itself change what the live ledger prices
+// with. The ledger records the version it prices with in its checkpoint
+// (ledger_state); a writer of the ledger prices with that version, so two
+// aggregators never mix versions in one ledger. An empty ledger adopts the
+// current catalog when its first term begins. A newer current catalog is
+// adopted when a lease term begins (a restart, a takeover) only if it
+// prices every attempt started so far as the recorded one does
+// (ForwardOnly: it adds future prices or new models); one that corrects a
+// past price is adopted by a rebuild, which prices the whole history with
+// the current catalog and whose switch records that version. Verify recomputes
 // with the current catalog, so a loaded change that alters any recorded
 // price shows as a drift in money until a rebuild.
 //

@@ -171,9 +171,11 @@
 // ("prices"), rebuilt from bucket ledger_prices (package pricebook). A
 // term prices with that version and writes it with every checkpoint; an
 // empty ledger (or one written before pricing) adopts the current catalog
-// when a term begins. A catalog loaded later is never used mid-ledger: the
-// writer that holds the lease prices with the recorded version, a standby
-// that takes over reads it from the checkpoint, and a build that cannot
+// when a term begins. A catalog loaded later is adopted when a term begins
+// only if it prices every past attempt alike (pricebook.ForwardOnly: new
+// models, future prices); one that changes a past price is never used
+// mid-ledger: the writer that holds the lease prices with the recorded
+// version, a standby that takes over reads it from the checkpoint, and a build that cannot
 // rebuild that version (its default catalog differs) refuses to write
 // (pricebook.ErrUnavailable), as for newer rules. A rebuild's scratch
 // ledger adopts the current catalog; its switch records that version, so

@@ -171,3 +171,34 @@ func withModel(t *testing.T, w wire, models []string) wire {
 	w.data = data
 	return w
 }
+
+// A catalog that only adds a new model and a future price is adopted
+// when the next lease term begins (here: a standby taking over), and the
+// ledger is the same as if it had been priced with it from the start.
+func TestForwardOnlyCatalogAdoptedAtNextTerm(t *testing.T) {
+	e := newEnv(t)
+	e.loadPrices(priceFile("1", "2"))
+	ws := genWorkload(t, rand.New(rand.NewPCG(6, 6)), 3, 40)
+	for i := range ws {
+		ws[i] = withModel(t, ws[i], []string{"model-a", "model-b", "model-c"})
+	}
+	half := len(ws) / 2
+	e.publish(ws[:half]...)
+	a := e.start(Config{InstanceID: "a", BatchSize: 5})
+	e.waitCheckpoint(e.lastSeq())
+	require.NoError(t, a.stop(t))
+
+	next := e.loadPrices([]byte(`{"entries": [
+ {"provider": "anthropic", "model": "model-a", "effective_from": "2026-01-01", "input": "1", "output": "2", "source": "test", "read_on": "2026-11-30"},
+ {"provider": "anthropic", "model": "model-a", "effective_from": "2100-01-01", "input": "9", "output": "9", "source": "test", "read_on": "2026-11-30"},
+ {"provider": "anthropic", "model": "model-b", "effective_from": "2026-01-01", "input": "10", "output": "20", "source": "test", "read_on": "2026-11-30"},
+ {"provider": "anthropic", "model": "model-z", "effective_from": "2026-01-01", "input": "4", "output": "4", "source": "test", "read_on": "2026-11-30"}
+]}`))
+	e.start(Config{InstanceID: "b", BatchSize: 7})
+	e.publish(ws[half:]...)
+	e.waitCheckpoint(e.lastSeq())
+	got, err := LedgerPrices(context.Background(), e.js)
+	require.NoError(t, err)
+	require.Equal(t, next.Version(), got, "a forward-only change is adopted")
+	e.requireLedger(buildModelPriced(wireStored(ws), next))
+}

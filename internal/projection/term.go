@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/pricebook"
 	"github.com/agentledger/ledger/internal/pricing"
 )
 
@@ -91,10 +93,12 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 // the ledger records in cp, or, for a ledger that records none (an empty
 // one, or one written before pricing), the current catalog of
 // ledger_prices, which the term then records. A newer current catalog is
-// not used mid-ledger: a rebuild re-prices the history with it and its
-// switch records it. The catalog itself is loaded by the batcher
-// (loadCatalog), so that a rebuild's live term, which prices nothing,
-// does not need it.
+// adopted when the term begins only if it prices every attempt started so
+// far as the recorded one does (pricebook.ForwardOnly: it adds future
+// prices or new models); a change of a past price is never used
+// mid-ledger: a rebuild re-prices the history with it and its switch
+// records it. The catalog itself is loaded by the batcher (loadCatalog),
+// so that a rebuild's live term, which prices nothing, does not need it.
 func (t *term) choosePrices(ctx context.Context, res *resources, cp checkpoint, log *slog.Logger) error {
 	current, err := res.book.Current(ctx)
 	if err != nil {
@@ -109,10 +113,31 @@ func (t *term) choosePrices(ctx context.Context, res *resources, cp checkpoint, 
 				"catalog", current)
 		}
 	case t.prices != current:
-		log.Warn("aggregator: a newer price catalog is loaded; the ledger keeps pricing with the version it records until `aggregator rebuild` re-prices its history (`aggregator verify` shows the drift in money)",
+		if forwardOnly(ctx, res, t.prices, current, t.lease.now()) {
+			log.Info("aggregator: the ledger adopts the current price catalog: it only adds future prices or new models",
+				"ledger_catalog", t.prices, "current_catalog", current)
+			t.prices = current
+			break
+		}
+		log.Warn("aggregator: a newer price catalog is loaded that changes past prices; the ledger keeps pricing with the version it records until `aggregator rebuild` re-prices its history (`aggregator verify` shows the drift in money)",
 			"ledger_catalog", t.prices, "current_catalog", current)
 	}
 	return nil
+}
+
+// forwardOnly reports whether the ledger priced with catalog version prev
+// may go on with next (pricebook.ForwardOnly); false when this process
+// cannot rebuild either.
+func forwardOnly(ctx context.Context, res *resources, prev, next string, now time.Time) bool {
+	p, err := res.book.Catalog(ctx, prev)
+	if err != nil {
+		return false
+	}
+	n, err := res.book.Catalog(ctx, next)
+	if err != nil {
+		return false
+	}
+	return pricebook.ForwardOnly(p, n, now)
 }
 
 // loadCatalog loads the catalog of the term's version. A version this
