@@ -73,7 +73,12 @@ func pricesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 				fmt.Fprintln(stdout, "the ledger already prices with this catalog")
 			}
 		default:
-			fmt.Fprintf(stdout, "the ledger keeps pricing with catalog %s: a live ledger never switches catalogs mid-history.\n"+
+			if prev, err := book.Catalog(ctx, ledger); err == nil && pricebook.ForwardOnly(prev, cat, time.Now()) {
+				fmt.Fprintf(stdout, "it prices every past attempt as the ledger's catalog %s does (it adds future prices or new models):\n"+
+					"the aggregator adopts it when its next lease term begins (a restart or a takeover)\n", ledger)
+				return nil
+			}
+			fmt.Fprintf(stdout, "it changes past prices: the ledger keeps pricing with catalog %s, never switching mid-history.\n"+
 				"run `aggregator verify` to see the drift in money this catalog makes on the recorded history,\n"+
 				"then `aggregator rebuild` to re-price the whole history with it (the switch records it in the ledger)\n", ledger)
 		}
