@@ -57,6 +57,7 @@ type Entry struct {
 	Tiers  []Tier // ascending AboveInputTokens
 	Source string // where the price was read (a URL)
 	ReadOn time.Time
+	Note   string // free text: how the price was read or derived
 }
 
 // key finds an entry's prices.
@@ -68,6 +69,10 @@ type Catalog struct {
 	entries []Entry         // canonical order: provider, model, tier, effective_from
 	index   map[key][]int32 // indexes into entries, ascending EffectiveFrom
 	version string
+	// exact is whether some entry is keyed by a model ID that is not its
+	// own family (a dated snapshot priced apart); without one, a dated ID
+	// can only match its family's entry and Price looks up once.
+	exact bool
 }
 
 // Attempt is what Price needs of one attempt.
@@ -95,6 +100,7 @@ func newCatalog(entries []Entry) *Catalog {
 	for i, e := range entries {
 		k := key{e.Provider, e.Model, e.ServiceTier}
 		c.index[k] = append(c.index[k], int32(i))
+		c.exact = c.exact || Family(e.Provider, e.Model) != e.Model
 	}
 	c.version = digest(entries)
 	return c
@@ -164,24 +170,36 @@ func (c *Catalog) find(provider, model, tier string, from time.Time) (*Entry, bo
 	return nil, false
 }
 
-// Lookup returns the entry that prices the attempt: the one of its exact
-// model if the catalog has one effective at a.At, else the one of its
-// family (see Family); of those, the latest effective at a.At. The
-// provider, model and tier are compared in lower case; the tier names
-// "standard", "default" and "auto" are the standard tier.
-func (c *Catalog) Lookup(provider, model, serviceTier string, at time.Time) (*Entry, bool) {
+// Lookup returns a copy of the entry that prices an attempt of this
+// provider, model and service tier at time at: the one of its exact model
+// if the catalog has one effective at at, else the one of its family (see
+// Family); of those, the latest effective at at. The provider, model and
+// tier are compared in lower case; the tier names "standard", "default"
+// and "auto" are the standard tier.
+func (c *Catalog) Lookup(provider, model, serviceTier string, at time.Time) (Entry, bool) {
+	e, ok := c.lookup(provider, model, serviceTier, at)
+	if !ok {
+		return Entry{}, false
+	}
+	out := *e
+	out.Tiers = slices.Clone(e.Tiers)
+	return out, true
+}
+
+// lookup is Lookup without the copy: the entry stays the catalog's.
+func (c *Catalog) lookup(provider, model, serviceTier string, at time.Time) (*Entry, bool) {
 	if c == nil {
 		return nil, false
 	}
 	provider, model = strings.ToLower(provider), strings.ToLower(model)
 	tier := normalTier(serviceTier)
-	if e, ok := c.latest(key{provider, model, tier}, at); ok {
-		return e, true
+	fam := Family(provider, model)
+	if fam != model && c.exact {
+		if e, ok := c.latest(key{provider, model, tier}, at); ok {
+			return e, true
+		}
 	}
-	if fam := Family(provider, model); fam != model {
-		return c.latest(key{provider, fam, tier}, at)
-	}
-	return nil, false
+	return c.latest(key{provider, fam, tier}, at)
 }
 
 func (c *Catalog) latest(k key, at time.Time) (*Entry, bool) {
@@ -223,7 +241,7 @@ func normalTier(t string) string {
 // even, to Money. Negative counts (which the contract refuses) count as
 // 0, so a cost is never negative.
 func (c *Catalog) Price(a Attempt) (Cost, bool) {
-	e, ok := c.Lookup(a.Provider, a.Model, a.ServiceTier, a.At)
+	e, ok := c.lookup(a.Provider, a.Model, a.ServiceTier, a.At)
 	if !ok {
 		return Cost{}, false
 	}
@@ -270,12 +288,12 @@ func (e *Entry) RatesFor(inputTokens int64) Rates {
 }
 
 // reasoningTokens is the part of the output tokens that is reasoning
-// (thinking). Wire contract v1 does not carry it yet (the `usage` branch
-// adds it): until then every output token is priced at the output rate,
-// which is the provider's price wherever reasoning is not priced apart.
-func reasoningTokens(u events.Usage) int64 { return 0 }
+// (thinking): the contract's usage.reasoning_tokens, a subset of
+// output_tokens. Where a provider does not price it apart the entry's
+// Reasoning rate is its Output rate, so reasoning tokens are output tokens.
+func reasoningTokens(u events.Usage) int64 { return u.ReasoningTokens }
 
 // cacheWrite1hTokens is the part of the cache creation tokens written
-// with a 1-hour lifetime (Anthropic's ephemeral_1h_input_tokens). Until
-// the contract carries it every cache write is priced at CacheWrite.
-func cacheWrite1hTokens(u events.Usage) int64 { return 0 }
+// with a 1-hour lifetime (Anthropic's ephemeral_1h_input_tokens): the
+// contract's usage.cache_creation_1h_input_tokens.
+func cacheWrite1hTokens(u events.Usage) int64 { return u.CacheCreation1hInputTokens }

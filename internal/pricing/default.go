@@ -17,7 +17,7 @@ var defaultCatalog = sync.OnceValue(func() *Catalog {
 })
 
 // Default returns the shipped catalog, parsed from the embedded
-// catalog.json (see its sources there and in docs/pricing.md).
+// catalog.json: each entry names its source and the day it was read.
 func Default() *Catalog { return defaultCatalog() }
 
 // DefaultFile returns the bytes of the shipped catalog file.

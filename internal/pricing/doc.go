@@ -16,10 +16,23 @@
 // request is priced at the tier's rates, as Anthropic and Google do), and
 // its Source and the date it was read.
 //
-// Default is the catalog shipped in catalog.json (embedded); Parse reads a
-// user's file in the same format; Merge lays one over another; Version is
-// a digest of the prices, independent of the file's order. Family maps a
-// dated model ID to the family the catalog prices it under.
+// Lookup (and so Price) compares provider, model and tier in lower case,
+// tries the attempt's exact model first and then its Family (a dated ID's
+// family: claude-sonnet-4-5-20250929 -> claude-sonnet-4-5); the tiers
+// "standard", "default" and "auto" are the standard tier. An
+// OpenAI-compatible preset is priced under its preset name as the provider
+// ("mistral", "groq", ...). No entry is no price (false), never $0.
+//
+// Default is the catalog shipped in catalog.json (embedded; each entry
+// names its source and the day it was read, and carries only prices the
+// provider's own pages confirmed); Parse reads a user's file in the same
+// format, with every rule checked and each error naming the entry, the
+// field and the rule; Merge lays one catalog over another; MarshalJSON
+// writes a catalog back as a canonical file; Version is a digest of the
+// prices, independent of the file's order, its sources and its notes.
+// A rate a file leaves out is resolved when parsed (cache read and cache
+// write default to input, the 1-hour write to the 5-minute one, reasoning
+// to output), so two files that price alike have one version.
 //
 // # Money
 //

@@ -104,19 +104,22 @@ func (p *parser) object(raw []byte, known []string, index int, entry, prefix str
 		p.fail(index, entry, strings.TrimSuffix(prefix, "."), "must be a JSON object")
 		return nil, false
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	p.unknown(m, known, index, entry, prefix)
+	return m, true
+}
+
+// unknown reports the members of m not in known, in name order.
+func (p *parser) unknown(m map[string]json.RawMessage, known []string, index int, entry, prefix string) {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
 	for _, k := range names {
 		if !slices.Contains(known, k) {
 			p.fail(index, entry, prefix+k, "unknown member; the members are %s", strings.Join(known, ", "))
 		}
 	}
-	return m, true
 }
 
 func (p *parser) file(data []byte) []Entry {
@@ -174,8 +177,9 @@ func (p *parser) date(m map[string]json.RawMessage, name string, index int, entr
 
 func (p *parser) entry(i int, raw []byte) (Entry, bool) {
 	n := len(p.errs)
-	m, ok := p.object(raw, entryFields, i, "", "")
-	if !ok {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		p.fail(i, "", "", "must be a JSON object")
 		return Entry{}, false
 	}
 	var e Entry
@@ -186,6 +190,7 @@ func (p *parser) entry(i int, raw []byte) (Entry, bool) {
 	from, _ := p.text(m, "effective_from", i, "", "")
 	e.Provider, e.Model, e.ServiceTier = strings.ToLower(provider), strings.ToLower(model), normalTier(tier)
 	name := strings.Join(slices.DeleteFunc([]string{e.Provider, e.Model, tierName(e.ServiceTier), from}, func(s string) bool { return s == "" }), " ")
+	p.unknown(m, entryFields, i, name, "")
 
 	switch {
 	case e.Provider == "":
@@ -210,7 +215,7 @@ func (p *parser) entry(i int, raw []byte) (Entry, bool) {
 	if strings.TrimSpace(e.Source) == "" {
 		p.fail(i, name, "source", "missing; every price names where it was read (a URL)")
 	}
-	p.text(m, "note", i, name, "")
+	e.Note, _ = p.text(m, "note", i, name, "")
 
 	var given []string
 	e.Rates, given = p.rates(m, i, name, "")
@@ -227,8 +232,8 @@ func (p *parser) entry(i int, raw []byte) (Entry, bool) {
 			}
 			var t Tier
 			t.AboveInputTokens = p.tokens(tm, "above_input_tokens", i, name, prefix)
-			if j > 0 && t.AboveInputTokens <= e.Tiers[j-1].AboveInputTokens {
-				p.fail(i, name, prefix+"above_input_tokens", "%d is out of order; tiers ascend strictly (the one before is above %d)", t.AboveInputTokens, e.Tiers[j-1].AboveInputTokens)
+			if n := len(e.Tiers); n > 0 && t.AboveInputTokens <= e.Tiers[n-1].AboveInputTokens {
+				p.fail(i, name, prefix+"above_input_tokens", "%d is out of order; tiers ascend strictly (the one before is above %d)", t.AboveInputTokens, e.Tiers[n-1].AboveInputTokens)
 			}
 			var tgiven []string
 			t.Rates, tgiven = p.rates(tm, i, name, prefix)

@@ -27,8 +27,9 @@ func day(s string) time.Time {
 
 // TestPriceNeverPricesATokenTwice is the contract's example event priced
 // by hand: input_tokens 2154 INCLUDES 1800 cache reads and 234 cache
-// writes, so only 120 tokens are uncached input (LiteLLM #9812 priced the
-// creation twice, #11789 the reads as input).
+// writes, so only 120 tokens are uncached input. Pricing the creation
+// also as input (LiteLLM #9812) or the reads as input (LiteLLM #11789)
+// gives another total.
 func TestPriceNeverPricesATokenTwice(t *testing.T) {
 	c := mustParse(t, `{"entries":[{"provider":"anthropic","model":"claude-sonnet-4-5","effective_from":"2025-09-29",
 		"input":"3","output":"15","cache_read":"0.30","cache_write":"3.75","cache_write_1h":"6",
@@ -40,13 +41,290 @@ func TestPriceNeverPricesATokenTwice(t *testing.T) {
 	if !ok {
 		t.Fatal("no price")
 	}
-	// uncached   120 x 3.00 $/M  = 360,000 nano
-	// read      1800 x 0.30 $/M  = 540,000 nano
-	// write      234 x 3.75 $/M  = 877,500 nano
-	// output      87 x 15.00 $/M = 1,305,000 nano
-	// total                        3,082,500 nano = $0.0030825
+	// uncached   120 x 3.00 $/M  = 360,000 nano-USD
+	// read      1800 x 0.30 $/M  = 540,000
+	// write      234 x 3.75 $/M  = 877,500
+	// output      87 x 15.00 $/M = 1,305,000
+	// total                        3,082,500 nano-USD = $0.0030825
 	want := Cost{Total: 3_082_500, Input: 360_000, CacheRead: 540_000, CacheWrite: 877_500, Output: 1_305_000}
 	if cost != want {
 		t.Fatalf("cost = %+v, want %+v", cost, want)
 	}
+}
+
+// geminiFile is a Gemini catalog written for the tests (the default
+// catalog carries no Gemini price: none could be confirmed from Google's
+// page). Gemini 2.5 Pro's structure: above 200k prompt tokens the whole
+// request is priced higher; thinking tokens are output tokens.
+const geminiFile = `{"entries":[{"provider":"gemini","model":"gemini-2.5-pro","effective_from":"2025-06-17",
+	"input":"1.25","output":"10","cache_read":"0.125",
+	"tiers":[{"above_input_tokens":200000,"input":"2.50","output":"15","cache_read":"0.25"}],
+	"source":"https://ai.google.dev/gemini-api/docs/pricing","read_on":"2026-12-04"}]}`
+
+// reasoningFile prices reasoning apart (no provider of the default
+// catalog does: there reasoning tokens are output tokens).
+const reasoningFile = `{"entries":[{"provider":"example","model":"thinker","effective_from":"2026-01-01",
+	"input":"1","output":"4","reasoning":"8","source":"https://example.test","read_on":"2026-12-04"}]}`
+
+// TestPriceByHand is the price table worked through by hand, one row per
+// rule: the comments are the hand computation (tokens x $/Mtok = nano-USD:
+// tokens x price x 1,000), the integers the code's.
+func TestPriceByHand(t *testing.T) {
+	def := Default()
+	gemini := mustParse(t, geminiFile)
+	thinker := mustParse(t, reasoningFile)
+	for _, tc := range []struct {
+		name string
+		c    *Catalog
+		a    Attempt
+		want Cost
+	}{
+		{
+			// Claude Opus 5: $5 in, $25 out, $0.50 read, $6.25 5m write, $10 1h write.
+			// input 10,000 = 1,000 uncached + 6,000 read + 3,000 written (1,000 of them 1h).
+			//   uncached 1,000 x 5     =  5,000,000
+			//   read     6,000 x 0.50  =  3,000,000
+			//   write 5m 2,000 x 6.25  = 12,500,000
+			//   write 1h 1,000 x 10    = 10,000,000  (CacheWrite 22,500,000)
+			//   output   1,500 x 25    = 37,500,000  (2,000 output - 500 reasoning)
+			//   thinking   500 x 25    = 12,500,000  (Anthropic bills thinking as output)
+			//   total                    80,500,000 = $0.0805
+			name: "anthropic cache read and 5m/1h writes, thinking as output",
+			c:    def,
+			a: Attempt{Provider: "anthropic", Model: "claude-opus-5-20260724", At: day("2026-08-01"),
+				Usage: events.Usage{InputTokens: 10_000, OutputTokens: 2_000, CacheReadInputTokens: 6_000,
+					CacheCreationInputTokens: 3_000, CacheCreation1hInputTokens: 1_000, ReasoningTokens: 500}},
+			want: Cost{Total: 80_500_000, Input: 5_000_000, CacheRead: 3_000_000, CacheWrite: 22_500_000, Output: 37_500_000, Reasoning: 12_500_000},
+		},
+		{
+			// Claude Sonnet 4.5 above 200K input tokens (cache reads included): the
+			// whole request at $6 in, $22.50 out, $0.60 read.
+			//   uncached  50,000 x 6     = 300,000,000
+			//   read     200,000 x 0.60  = 120,000,000
+			//   output     1,000 x 22.50 =  22,500,000
+			//   total                      442,500,000 = $0.4425
+			name: "anthropic long context",
+			c:    def,
+			a: Attempt{Provider: "anthropic", Model: "claude-sonnet-4-5", At: day("2026-08-01"),
+				Usage: events.Usage{InputTokens: 250_000, OutputTokens: 1_000, CacheReadInputTokens: 200_000}},
+			want: Cost{Total: 442_500_000, Input: 300_000_000, CacheRead: 120_000_000, Output: 22_500_000},
+		},
+		{
+			// Exactly 200K is not above 200K: 200,000 x 3 = 600,000,000.
+			name: "anthropic long context boundary, at the threshold",
+			c:    def,
+			a: Attempt{Provider: "anthropic", Model: "claude-sonnet-4-5", At: day("2026-08-01"),
+				Usage: events.Usage{InputTokens: 200_000}},
+			want: Cost{Total: 600_000_000, Input: 600_000_000},
+		},
+		{
+			// One more token and every token is at $6: 200,001 x 6 = 1,200,006,000.
+			name: "anthropic long context boundary, one above",
+			c:    def,
+			a: Attempt{Provider: "anthropic", Model: "claude-sonnet-4-5", At: day("2026-08-01"),
+				Usage: events.Usage{InputTokens: 200_001}},
+			want: Cost{Total: 1_200_006_000, Input: 1_200_006_000},
+		},
+		{
+			// Claude Haiku 4.5 on the Batch API: half of $1/$5, caching multipliers on top:
+			// $0.50 in, $2.50 out, $0.05 read, $0.625 5m write.
+			//   uncached 500 x 0.50  = 250,000
+			//   read     400 x 0.05  =  20,000
+			//   write    100 x 0.625 =  62,500
+			//   output   200 x 2.50  = 500,000
+			//   total                  832,500
+			name: "anthropic batch tier",
+			c:    def,
+			a: Attempt{Provider: "anthropic", Model: "claude-haiku-4-5-20251001", ServiceTier: "batch", At: day("2026-08-01"),
+				Usage: events.Usage{InputTokens: 1_000, OutputTokens: 200, CacheReadInputTokens: 400, CacheCreationInputTokens: 100}},
+			want: Cost{Total: 832_500, Input: 250_000, CacheRead: 20_000, CacheWrite: 62_500, Output: 500_000},
+		},
+		{
+			// GPT-6.2 Sol above 272K input tokens: input and cache rates double,
+			// output 1.5x: $4 in, $0.20 read, $5 write, $15 out; reasoning is output.
+			//   uncached 150,000 x 4    = 600,000,000
+			//   read     100,000 x 0.20 =  20,000,000
+			//   write     50,000 x 5    = 250,000,000
+			//   output     6,000 x 15   =  90,000,000
+			//   reasoning  4,000 x 15   =  60,000,000
+			//   total                  1,020,000,000 = $1.02
+			name: "openai long context, reasoning as output",
+			c:    def,
+			a: Attempt{Provider: "openai", Model: "gpt-6.2-sol-2026-11-20", At: day("2026-12-04"),
+				Usage: events.Usage{InputTokens: 300_000, OutputTokens: 10_000, CacheReadInputTokens: 100_000,
+					CacheCreationInputTokens: 50_000, ReasoningTokens: 4_000}},
+			want: Cost{Total: 1_020_000_000, Input: 600_000_000, CacheRead: 20_000_000, CacheWrite: 250_000_000, Output: 90_000_000, Reasoning: 60_000_000},
+		},
+		{
+			// GPT-6 Luna on the flex tier: half of $0.10 / $0.01 / $0.50.
+			//   uncached 1,000 x 0.05  = 50,000
+			//   read     2,000 x 0.005 = 10,000
+			//   output     333 x 0.25  = 83,250
+			//   total                   143,250
+			name: "openai flex tier",
+			c:    def,
+			a: Attempt{Provider: "openai", Model: "gpt-6-luna", ServiceTier: "flex", At: day("2026-10-01"),
+				Usage: events.Usage{InputTokens: 3_000, OutputTokens: 333, CacheReadInputTokens: 2_000}},
+			want: Cost{Total: 143_250, Input: 50_000, CacheRead: 10_000, Output: 83_250},
+		},
+		{
+			// OpenAI reports the standard tier as "default" (the contract records
+			// "standard"): both are the standard entry. 1,000 x 0.10 = 100,000.
+			name: "openai default tier is standard",
+			c:    def,
+			a: Attempt{Provider: "openai", Model: "gpt-6-luna", ServiceTier: "default", At: day("2026-10-01"),
+				Usage: events.Usage{InputTokens: 1_000}},
+			want: Cost{Total: 100_000, Input: 100_000},
+		},
+		{
+			// Gemini 2.5 Pro up to 200k: $1.25 in, $0.125 read, $10 out; thoughts are output.
+			//   uncached  20,000 x 1.25  = 25,000,000
+			//   read     100,000 x 0.125 = 12,500,000
+			//   output       500 x 10    =  5,000,000
+			//   thoughts   1,500 x 10    = 15,000,000
+			//   total                      57,500,000
+			name: "gemini cache read, thoughts as output",
+			c:    gemini,
+			a: Attempt{Provider: "gemini", Model: "gemini-2.5-pro-preview-06-05", At: day("2026-08-01"),
+				Usage: events.Usage{InputTokens: 120_000, OutputTokens: 2_000, CacheReadInputTokens: 100_000, ReasoningTokens: 1_500}},
+			want: Cost{Total: 57_500_000, Input: 25_000_000, CacheRead: 12_500_000, Output: 5_000_000, Reasoning: 15_000_000},
+		},
+		{
+			// Gemini 2.5 Pro above 200k: 300,000 x 2.50 + 1,000 x 15 = 750,000,000 + 15,000,000.
+			name: "gemini long context",
+			c:    gemini,
+			a: Attempt{Provider: "gemini", Model: "models/gemini-2.5-pro", At: day("2026-08-01"),
+				Usage: events.Usage{InputTokens: 300_000, OutputTokens: 1_000}},
+			want: Cost{Total: 765_000_000, Input: 750_000_000, Output: 15_000_000},
+		},
+		{
+			// Reasoning priced apart: 750 x 4 + 250 x 8 = 3,000,000 + 2,000,000.
+			name: "reasoning priced apart",
+			c:    thinker,
+			a: Attempt{Provider: "example", Model: "thinker", At: day("2026-08-01"),
+				Usage: events.Usage{OutputTokens: 1_000, ReasoningTokens: 250}},
+			want: Cost{Total: 5_000_000, Output: 3_000_000, Reasoning: 2_000_000},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.c.Price(tc.a)
+			if !ok {
+				t.Fatalf("no price for %+v", tc.a)
+			}
+			if got != tc.want {
+				t.Fatalf("cost = %+v\nwant   %+v", got, tc.want)
+			}
+			checkParts(t, got)
+		})
+	}
+}
+
+// checkParts fails when the parts do not add up to Total or one is
+// negative.
+func checkParts(t *testing.T, c Cost) {
+	t.Helper()
+	if sum := c.Input + c.Output + c.CacheRead + c.CacheWrite + c.Reasoning; sum != c.Total {
+		t.Fatalf("parts of %+v add up to %d, not Total", c, sum)
+	}
+	for _, m := range []Money{c.Total, c.Input, c.Output, c.CacheRead, c.CacheWrite, c.Reasoning} {
+		if m < 0 {
+			t.Fatalf("negative part in %+v", c)
+		}
+	}
+}
+
+// TestPriceUnpriced: no entry for the provider, the model, the tier or
+// the time is false, never a cost of 0.
+func TestPriceUnpriced(t *testing.T) {
+	def := Default()
+	u := events.Usage{InputTokens: 100, OutputTokens: 10}
+	for _, a := range []Attempt{
+		{Provider: "anthropic", Model: "claude-unknown-9", At: day("2026-08-01"), Usage: u},
+		{Provider: "nobody", Model: "claude-opus-5", At: day("2026-08-01"), Usage: u},
+		{Provider: "anthropic", Model: "claude-opus-5", ServiceTier: "priority", At: day("2026-08-01"), Usage: u},
+		{Provider: "openai", Model: "gpt-6.2-sol", ServiceTier: "scale", At: day("2026-12-04"), Usage: u},
+		{Provider: "anthropic", Model: "claude-opus-5", At: day("2026-07-23"), Usage: u}, // before its first entry
+		{Provider: "anthropic", Model: "claude-opus-5", Usage: u},                        // no time
+	} {
+		if cost, ok := def.Price(a); ok {
+			t.Errorf("Price(%+v) = %+v, true; want no price", a, cost)
+		}
+	}
+	var nilCatalog *Catalog
+	if _, ok := nilCatalog.Price(Attempt{Provider: "anthropic", Model: "claude-opus-5", At: day("2026-08-01")}); ok {
+		t.Error("a nil catalog priced an attempt")
+	}
+}
+
+// TestPriceDatedEntries: a price change is a new dated entry; each
+// attempt is priced at the entry effective at its own time.
+func TestPriceDatedEntries(t *testing.T) {
+	c := mustParse(t, `{"entries":[
+		{"provider":"anthropic","model":"claude-sonnet-5-5","effective_from":"2026-10-07","input":"2","output":"10","cache_read":"0.10","source":"https://example.test/b","read_on":"2026-12-04"},
+		{"provider":"anthropic","model":"claude-sonnet-5-5","effective_from":"2026-09-28","input":"2","output":"10","cache_read":"0.20","source":"https://example.test/a","read_on":"2026-10-01"},
+		{"provider":"anthropic","model":"claude-sonnet-5-5-20261001","effective_from":"2026-10-01","input":"1","output":"1","source":"https://example.test/c","read_on":"2026-10-01"}]}`)
+	u := events.Usage{InputTokens: 1_000_000, CacheReadInputTokens: 1_000_000}
+	for _, tc := range []struct {
+		model string
+		at    time.Time
+		want  Money
+		ok    bool
+	}{
+		{"claude-sonnet-5-5", day("2026-09-27"), 0, false},
+		{"claude-sonnet-5-5", day("2026-09-28"), 200_000_000, true},                       // 1M reads x $0.20
+		{"claude-sonnet-5-5", day("2026-10-07").Add(-time.Nanosecond), 200_000_000, true}, // last instant of the old price
+		{"claude-sonnet-5-5", day("2026-10-07"), 100_000_000, true},                       // 1M reads x $0.10
+		{"claude-sonnet-5-5-20260929", day("2026-10-08"), 100_000_000, true},              // its family's entry
+		{"claude-sonnet-5-5-20261001", day("2026-10-08"), 1_000_000_000, true},            // its own entry: 1M reads x $1 (cache_read defaults to input)
+		{"claude-sonnet-5-5-20261001", day("2026-09-30"), 200_000_000, true},              // before its own entry: the family's
+	} {
+		cost, ok := c.Price(Attempt{Provider: "anthropic", Model: tc.model, At: tc.at, Usage: u})
+		if ok != tc.ok || cost.Total != tc.want {
+			t.Errorf("%s at %s: %d, %v; want %d, %v", tc.model, tc.at, cost.Total, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestPriceRoundsOnceHalfToEven: each part below is exactly half a
+// nano-dollar. Rounding the parts would lose both halves; rounding the
+// sum once keeps them, half to even.
+func TestPriceRoundsOnceHalfToEven(t *testing.T) {
+	// 0.0005 $/Mtok = Rate 500,000 = 0.5 nano-USD per token.
+	c := mustParse(t, `{"entries":[{"provider":"p","model":"m","effective_from":"2026-01-01",
+		"input":"0.0005","output":"0.0005","source":"https://example.test","read_on":"2026-12-04"}]}`)
+	for _, tc := range []struct {
+		u    events.Usage
+		want Cost
+	}{
+		{events.Usage{InputTokens: 1}, Cost{}},                                     // 0.5 -> 0 (even)
+		{events.Usage{InputTokens: 3}, Cost{Total: 2, Input: 2}},                   // 1.5 -> 2
+		{events.Usage{InputTokens: 5}, Cost{Total: 2, Input: 2}},                   // 2.5 -> 2
+		{events.Usage{InputTokens: 7}, Cost{Total: 4, Input: 4}},                   // 3.5 -> 4
+		{events.Usage{InputTokens: 1, OutputTokens: 1}, Cost{Total: 1, Output: 1}}, // 0.5 + 0.5 = 1, not 0 + 0
+		{events.Usage{InputTokens: 1, OutputTokens: 2}, Cost{Total: 2, Output: 2}}, // 0.5 + 1.0 = 1.5 -> 2
+	} {
+		got, _ := c.Price(Attempt{Provider: "p", Model: "m", At: day("2026-06-01"), Usage: tc.u})
+		if got != tc.want {
+			t.Errorf("%+v: %+v, want %+v", tc.u, got, tc.want)
+		}
+		checkParts(t, got)
+	}
+}
+
+// TestPriceLargeCounts: counts far beyond int64 x Rate are exact (128
+// bits) and a Money beyond int64 saturates instead of wrapping.
+func TestPriceLargeCounts(t *testing.T) {
+	c := mustParse(t, `{"entries":[{"provider":"p","model":"m","effective_from":"2026-01-01",
+		"input":"999999999.999999999","output":"75","source":"https://example.test","read_on":"2026-12-04"}]}`)
+	// 10^12 output tokens x $75/Mtok = $75,000,000 = 75 x 10^15 nano-USD.
+	got, _ := c.Price(Attempt{Provider: "p", Model: "m", At: day("2026-06-01"), Usage: events.Usage{OutputTokens: 1_000_000_000_000}})
+	if got.Total != 75_000_000_000_000_000 {
+		t.Fatalf("10^12 x $75/M = %d nano-USD, want 75e15", got.Total)
+	}
+	// 9.2e18 tokens x ~1e9 $/M does not fit Money: it saturates.
+	got, _ = c.Price(Attempt{Provider: "p", Model: "m", At: day("2026-06-01"), Usage: events.Usage{InputTokens: 1 << 62, OutputTokens: 1 << 62}})
+	if got.Total != 1<<63-1 {
+		t.Fatalf("huge usage = %d, want the largest Money", got.Total)
+	}
+	checkParts(t, got)
 }
