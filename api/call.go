@@ -57,6 +57,16 @@ type Attempt struct {
 type Report struct {
 	Usage             Usage
 	ProviderRequestID string // the provider's request-id; overrides the classifier's
+	// ServiceTier is the tier the provider says served the attempt
+	// ("standard", "priority", "flex", "batch"...), "" when it did not
+	// say. It is recorded lower case; a tier that breaks the contract's
+	// rule (at most 32 bytes of a-z, 0-9, '_', '-') is recorded as "".
+	ServiceTier string
+	// EstimatedInputTokens is the input a tokenizer estimated because
+	// the provider never reported it (an OpenAI stream cut before its
+	// usage chunk); 0 when nothing was estimated. It is recorded apart
+	// from Usage, never added to it.
+	EstimatedInputTokens int64
 	// Header is the response's header, when the function has it
 	// (optional): with fleet limits, the rate-limit headers in it
 	// (Anthropic's and OpenAI's) teach the fleet the upstream's limits.

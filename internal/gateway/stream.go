@@ -20,7 +20,7 @@ func (c *call) stream(actx context.Context, dl *deadline, resp *http.Response, a
 	acc := c.t.u.p.NewStream(c.t.rt, resp.Header, c.req)
 	rd := newSSEReader(resp.Body, int(c.g.cfg.MaxResponseBytes))
 	report := func() retry.Report {
-		return retry.Report{Usage: sanitize(acc.Usage()), ProviderRequestID: acc.ProviderID(), Header: resp.Header}
+		return retry.Report{Usage: sanitize(acc.Usage()), ProviderRequestID: acc.ProviderID(), ServiceTier: acc.ServiceTier(), Header: resp.Header}
 	}
 	ev, err := rd.next()
 	if err != nil {

@@ -106,21 +106,22 @@ func (c *call) buffer(actx context.Context, resp *http.Response) (retry.Report, 
 		return retry.Report{}, &attemptError{p: c.t.u.p, cause: fmt.Errorf("%w (%s)", errResponseTooLarge, byteSize(limit)), secrets: c.secrets}
 	}
 	body := buf.Bytes()
-	u, id, ok := c.t.u.p.BodyUsage(c.t.rt, resp.Header, body)
+	ans, ok := c.t.u.p.BodyUsage(c.t.rt, resp.Header, body)
 	if !ok {
 		c.warnNoUsage()
 	}
-	c.resp = &upstreamResponse{status: resp.StatusCode, header: resp.Header, body: body, cost: c.cost(sanitize(u))}
-	return retry.Report{Usage: sanitize(u), ProviderRequestID: id, Header: resp.Header}, nil
+	c.resp = &upstreamResponse{status: resp.StatusCode, header: resp.Header, body: body, cost: c.cost(sanitize(ans.Usage), ans.ServiceTier)}
+	return retry.Report{Usage: sanitize(ans.Usage), ProviderRequestID: ans.ProviderID, ServiceTier: ans.ServiceTier, Header: resp.Header}, nil
 }
 
 // cost prices the attempt's usage (Config.Prices) for HeaderCost, at the
-// gateway's clock: its own provider and model, as the ledger does.
-func (c *call) cost(u events.Usage) string {
+// gateway's clock: its own provider, model and service tier, as the
+// ledger does.
+func (c *call) cost(u events.Usage, tier string) string {
 	if c.g.cfg.Prices == nil {
 		return ""
 	}
-	cost, ok := c.g.cfg.Prices.Price(pricing.Attempt{Provider: c.t.u.name, Model: c.model, At: c.g.cfg.Now(), Usage: u})
+	cost, ok := c.g.cfg.Prices.Price(pricing.Attempt{Provider: c.t.u.name, Model: c.model, ServiceTier: tier, At: c.g.cfg.Now(), Usage: u})
 	if !ok {
 		return "unpriced"
 	}
@@ -171,12 +172,16 @@ func isEventStream(h http.Header) bool {
 }
 
 // sanitize makes a usage the upstream reported fit the contract: every
-// count from 0 to events.MaxTokens, the cache counts within the input.
+// count from 0 to events.MaxTokens, the cache counts within the input,
+// the 1-hour cache write within the cache write, the reasoning within the
+// output.
 func sanitize(u events.Usage) events.Usage {
 	clamp := func(n int64) int64 { return min(max(n, 0), events.MaxTokens) }
 	u.InputTokens, u.OutputTokens = clamp(u.InputTokens), clamp(u.OutputTokens)
 	u.CacheReadInputTokens = min(clamp(u.CacheReadInputTokens), u.InputTokens)
 	u.CacheCreationInputTokens = min(clamp(u.CacheCreationInputTokens), u.InputTokens-u.CacheReadInputTokens)
+	u.CacheCreation1hInputTokens = min(clamp(u.CacheCreation1hInputTokens), u.CacheCreationInputTokens)
+	u.ReasoningTokens = min(clamp(u.ReasoningTokens), u.OutputTokens)
 	return u
 }
 

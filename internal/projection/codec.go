@@ -23,10 +23,14 @@ import (
 //	"log":   one array per entry: [attempt, "event_id", flags, input_tokens,
 //	         output_tokens, cache_read_input_tokens,
 //	         cache_creation_input_tokens, "started_at", "finished_at", cost]
-//	         and, only when they differ from the record's provider and
-//	         model, two indexes into "names": the entry's provider and model
 //	         (flags: 1 = outcome success, 2 = final, 4 = unpriced; cost in
-//	         nano-USD);
+//	         nano-USD), then, only when they differ from the record's
+//	         provider and model, two indexes into "names": the entry's
+//	         provider and model; then, only when the usage has a subset
+//	         that is not 0, an object of them: "c1h"
+//	         cache_creation_1h_input_tokens, "rsn" reasoning_tokens (each
+//	         only when not 0). An entry written before pricing has no cost
+//	         (9 or 11 members before the object) and reads as unpriced;
 //	"names": present only when an entry refers to it: the distinct
 //	         providers and models of those entries, in order of first use,
 //	         each written as a name (appendName);
@@ -46,7 +50,7 @@ import (
 // model of the longest and most escaped kind, every number at its largest
 // (docs/contract.md states it). It leaves room under NATS's default
 // max_payload of 1 MiB for the headers of a write.
-const MaxRequestRecordBytes = 640 << 10
+const MaxRequestRecordBytes = 704 << 10
 
 // entrySuccess and entryFinal are the bits of a compact log entry's flags.
 const (
@@ -155,7 +159,34 @@ func (r *Request) appendEntry(b []byte, e *Entry, names *nameTable) []byte {
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(names.id(e.Model)), 10)
 	}
+	if u := e.Usage; u.CacheCreation1hInputTokens != 0 || u.ReasoningTokens != 0 {
+		b = append(b, `,{`...)
+		sep := byte(0)
+		for _, f := range [...]struct {
+			key string
+			n   int64
+		}{{"c1h", u.CacheCreation1hInputTokens}, {"rsn", u.ReasoningTokens}} {
+			if f.n == 0 {
+				continue
+			}
+			if sep != 0 {
+				b = append(b, sep)
+			}
+			sep = ','
+			b = append(b, '"')
+			b = append(b, f.key...)
+			b = append(b, `":`...)
+			b = strconv.AppendInt(b, f.n, 10)
+		}
+		b = append(b, '}')
+	}
 	return append(b, ']')
+}
+
+// entryExtra is the object that ends a log entry whose usage has subsets.
+type entryExtra struct {
+	CacheCreation1h int64 `json:"c1h"`
+	Reasoning       int64 `json:"rsn"`
 }
 
 // nameTable numbers the distinct providers and models of a record's log
@@ -308,8 +339,9 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 
 // decodeEntry reads a log entry: an object, or an array whose provider and
 // model are the record's (9 members, 10 with a cost), strings (11, the
-// layout before the table) or indexes into names (11, 12 with a cost). An
-// entry without a cost was written before pricing: it is unpriced.
+// layout before the table) or indexes into names (11, 12 with a cost),
+// each possibly followed by the object of the usage's subsets. An entry
+// without a cost was written before pricing: it is unpriced.
 func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) error {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	if len(raw) == 0 || raw[0] != '[' {
@@ -319,8 +351,19 @@ func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) err
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return err
 	}
+	if n := len(f); n > 9 {
+		last := bytes.TrimLeft(f[n-1], " \t\r\n")
+		if len(last) > 0 && last[0] == '{' {
+			var x entryExtra
+			if err := json.Unmarshal(last, &x); err != nil {
+				return fmt.Errorf("usage subsets: %w", err)
+			}
+			e.Usage.CacheCreation1hInputTokens, e.Usage.ReasoningTokens = x.CacheCreation1h, x.Reasoning
+			f = f[:n-1]
+		}
+	}
 	if len(f) < 9 || len(f) > 12 {
-		return fmt.Errorf("%d members, want 9 to 12", len(f))
+		return fmt.Errorf("%d members, want 9 to 12 and the object of the usage's subsets", len(f))
 	}
 	priced := len(f)%2 == 0 // 10 or 12: the cost follows finished_at
 	if priced {

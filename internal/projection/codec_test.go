@@ -95,7 +95,8 @@ func normalise(r *Request) Request {
 // bytes each); the record's own provider and model alike; every token
 // count at 10^12 (more than the contract allows: the two cache counts
 // together may not exceed input_tokens), sums at 1,001 times that; times
-// of the longest form; seq at its largest.
+// of the longest form; seq at its largest; every cost and money sum at
+// 2^63-1 (a catalog's rates are not bounded).
 func worstCaseRecord() *Request {
 	long := func(c byte, n int) string { return string(bytes.Repeat([]byte{c}, n)) }
 	distinct := func(i, n int) string {
@@ -106,11 +107,12 @@ func worstCaseRecord() *Request {
 	r := NewRequest(long('r', events.MaxIDLength), long('s', events.MaxIDLength))
 	late := time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
 	max := events.Usage{InputTokens: events.MaxTokens, OutputTokens: events.MaxTokens,
-		CacheReadInputTokens: events.MaxTokens, CacheCreationInputTokens: events.MaxTokens}
+		CacheReadInputTokens: events.MaxTokens, CacheCreationInputTokens: events.MaxTokens,
+		CacheCreation1hInputTokens: events.MaxTokens, ReasoningTokens: events.MaxTokens}
 	for a := 0; a <= events.MaxAttempt; a++ {
 		e := Entry{Attempt: a, EventID: ulidAt(a), Outcome: events.OutcomeError, Final: true,
 			Provider: distinct(a, events.MaxProviderLength), Model: distinct(a, events.MaxModelLength),
-			Usage: max, StartedAt: late, FinishedAt: late}
+			Usage: max, StartedAt: late, FinishedAt: late, Cost: math.MaxInt64}
 		if a == events.MaxAttempt {
 			e.Outcome = events.OutcomeSuccess
 			e.Provider, e.Model = long(0x02, events.MaxProviderLength), long(0x02, events.MaxModelLength)
@@ -120,7 +122,8 @@ func worstCaseRecord() *Request {
 	r.derive()
 	r.Seq = math.MaxUint64
 	r.Rules = 999
-	r.Held = Totals{Requests: 1, Pending: 1, Attempts: events.MaxAttempt + 1, Usage: max, Billed: r.Billed}
+	r.Held = Totals{Requests: 1, Pending: 1, Attempts: events.MaxAttempt + 1, Usage: max, Billed: r.Billed,
+		UsageCost: math.MaxInt64, BilledCost: math.MaxInt64, UnpricedUsageTokens: math.MaxInt64, UnpricedBilledTokens: math.MaxInt64}
 	return r
 }
 

@@ -304,14 +304,17 @@
 // Records are encoded by hand (codec.go). A request record holds the
 // contract fields as the contract shows them; the projection's own fields
 // are compact: "log" is an array of arrays [attempt, event_id, flags,
-// input, output, cache_read, cache_creation, started_at, finished_at]
-// (flags: 1 success, 2 final), ending in two indexes into "names" when the
-// entry's provider and model differ from the record's; "names" holds each
+// input, output, cache_read, cache_creation, started_at, finished_at,
+// cost] (flags: 1 success, 2 final, 4 unpriced; cost in nano-USD), ending
+// in two indexes into "names" when the
+// entry's provider and model differ from the record's, then an object of
+// the usage's subsets ({"c1h":…,"rsn":…}) when one is not 0; "names" holds each
 // such provider and model once, as itself when JSON needs no escape for it
 // and it does not start with "=", else "=" and base64. So the largest
 // record the contract allows (1,001 attempts, each with its own provider
-// and model of the longest and most escaped kind) is 611,108 bytes, under
-// MaxRequestRecordBytes (640 KiB), and fits any server's default
+// and model of the longest and most escaped kind, every count and usage
+// subset and cost at its largest) is 673,778 bytes, under
+// MaxRequestRecordBytes (704 KiB), and fits any server's default
 // max_payload of 1 MiB with its write headers. "seq" is the batch that
 // wrote it, "rules" the RulesVersion that wrote it (0 when missing), and
 // "held" appears only when not all zero. A session record carries

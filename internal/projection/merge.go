@@ -99,6 +99,8 @@ func entryLess(a, b Entry) bool {
 		{a.Usage.OutputTokens, b.Usage.OutputTokens},
 		{a.Usage.CacheReadInputTokens, b.Usage.CacheReadInputTokens},
 		{a.Usage.CacheCreationInputTokens, b.Usage.CacheCreationInputTokens},
+		{a.Usage.CacheCreation1hInputTokens, b.Usage.CacheCreation1hInputTokens},
+		{a.Usage.ReasoningTokens, b.Usage.ReasoningTokens},
 		{a.StartedAt.UnixNano(), b.StartedAt.UnixNano()},
 		{a.FinishedAt.UnixNano(), b.FinishedAt.UnixNano()},
 		{int64(a.Cost), int64(b.Cost)},

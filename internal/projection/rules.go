@@ -33,6 +33,9 @@ func (r *Request) Conflicts(ev *events.Attempt) bool {
 // makes the same events project to a different ledger. The lease, the
 // checkpoint, a rebuild's switch and every record carry the version that
 // wrote them; an aggregator whose rules are older than its ledger's
-// refuses to write (see the package comment). Version 3 prices each
-// attempt (Entry.Cost, the money fields of records and sessions).
+// refuses to write (see the package comment).
+//
+// 3: the usage subsets (reasoning_tokens, cache_creation_1h_input_tokens)
+// are read, checked against their wholes and summed, and each attempt is
+// priced (Entry.Cost, the money fields of records and sessions; issue 19).
 const RulesVersion = 3

@@ -33,10 +33,10 @@ type Provider interface {
 	// JSON is returned as it is: the provider will refuse it.
 	Inspect(rt Route, body []byte) Request
 
-	// BodyUsage reads the usage, and the provider's ID of the response,
-	// from a whole (not streamed) successful response. ok is false when
-	// the body carries no usage.
-	BodyUsage(rt Route, header http.Header, body []byte) (u events.Usage, providerID string, ok bool)
+	// BodyUsage reads the usage, the provider's ID of the response and
+	// the service tier that served it from a whole (not streamed)
+	// successful response. ok is false when the body carries no usage.
+	BodyUsage(rt Route, header http.Header, body []byte) (a Answer, ok bool)
 	// NewStream returns the accountant of one streamed response to req,
 	// whose response had header.
 	NewStream(rt Route, header http.Header, req Request) Stream
@@ -137,6 +137,23 @@ type Stream interface {
 	Complete() bool
 	// ProviderID is the provider's ID of the response, once known.
 	ProviderID() string
+	// ServiceTier is the service tier the stream says served it, once
+	// known, in the contract's form (events.ServiceTier; a provider maps
+	// its own name of the standard tier to "standard"); "" when it does
+	// not say.
+	ServiceTier() string
+}
+
+// Answer is what the gateway records of a whole successful response.
+type Answer struct {
+	// Usage is the response's usage in the contract's terms, subsets
+	// (reasoning, the 1-hour cache write) included.
+	Usage events.Usage
+	// ProviderID is the provider's ID of the response ("" when none).
+	ProviderID string
+	// ServiceTier is the tier the provider says served the response, in
+	// the contract's form as Stream.ServiceTier ("" when it does not say).
+	ServiceTier string
 }
 
 // Verdict is what a Stream says of one event.

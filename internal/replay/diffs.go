@@ -138,6 +138,8 @@ func (r *record) usage(prefix string, live, recomputed events.Usage) {
 	r.num(prefix+".output_tokens", live.OutputTokens, recomputed.OutputTokens)
 	r.num(prefix+".cache_read_input_tokens", live.CacheReadInputTokens, recomputed.CacheReadInputTokens)
 	r.num(prefix+".cache_creation_input_tokens", live.CacheCreationInputTokens, recomputed.CacheCreationInputTokens)
+	r.num(prefix+".cache_creation_1h_input_tokens", live.CacheCreation1hInputTokens, recomputed.CacheCreation1hInputTokens)
+	r.num(prefix+".reasoning_tokens", live.ReasoningTokens, recomputed.ReasoningTokens)
 }
 
 func presence(ok bool) string {

@@ -732,6 +732,8 @@ func (r *run) record(n int, eventID string, started, finished time.Time, rep Rep
 	ev.StartedAt = started
 	ev.FinishedAt = finished
 	ev.ProviderRequestID = rep.ProviderRequestID
+	ev.ServiceTier = events.ServiceTier(rep.ServiceTier)
+	ev.EstimatedInputTokens = min(max(rep.EstimatedInputTokens, 0), events.MaxTokens)
 	if c == nil {
 		ev.Outcome = events.OutcomeSuccess
 		ev.Error = nil

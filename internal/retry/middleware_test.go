@@ -985,3 +985,39 @@ func mustGroup(t *testing.T, cfg breaker.Config) *breaker.Group {
 	require.NoError(t, err)
 	return g
 }
+
+// The service tier and the estimated input of a Report reach the
+// attempt's event: the tier in the contract's form (lower case; one that
+// breaks the rule is dropped, never the event), the estimate apart from
+// the usage, within the contract's bounds.
+func TestReportTierAndEstimateReachTheEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		report           Report
+		wantTier         string
+		wantEstimated    int64
+		wantUsageReasons int64
+	}{
+		{"tier and reasoning", Report{ServiceTier: "priority", Usage: events.Usage{InputTokens: 10, OutputTokens: 9, ReasoningTokens: 7}}, "priority", 0, 7},
+		{"tier in capitals", Report{ServiceTier: "Flex"}, "flex", 0, 0},
+		{"a tier that breaks the rule is dropped", Report{ServiceTier: strings.Repeat("x", events.MaxServiceTierLength+1)}, "", 0, 0},
+		{"an estimate stays apart", Report{EstimatedInputTokens: 4096}, "", 4096, 0},
+		{"a negative estimate is none", Report{EstimatedInputTokens: -3}, "", 0, 0},
+		{"an estimate beyond the contract is cut", Report{EstimatedInputTokens: events.MaxTokens + 1}, "", events.MaxTokens, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			s := &scripted{clock: h.clock, steps: []step{{report: tc.report}}}
+			_, err := Do(context.Background(), h.m, testCall, s.fn)
+			require.NoError(t, err)
+			evs := h.sink.Events()
+			require.Len(t, evs, 1)
+			ev := evs[0]
+			assert.Equal(t, tc.wantTier, ev.ServiceTier)
+			assert.Equal(t, tc.wantEstimated, ev.EstimatedInputTokens)
+			assert.Equal(t, tc.wantUsageReasons, ev.Usage.ReasoningTokens)
+			assert.Zero(t, ev.Usage.InputTokens-tc.report.Usage.InputTokens, "the estimate is never added to the usage")
+			require.NoError(t, ev.Validate())
+		})
+	}
+}

@@ -41,8 +41,16 @@ func ClientOptions() []option.RequestOption { return impl.ClientOptions() }
 // UsageOf converts the usage of a message to the ledger's. Anthropic's
 // input_tokens excludes the prompt cache's tokens, while the ledger's
 // InputTokens counts every input token, so the cache counts are added to
-// it; they are also reported as its subsets.
+// it; they are also reported as its subsets. The 1-hour cache write
+// (cache_creation.ephemeral_1h_input_tokens) is CacheCreation1hInputTokens
+// and the thinking part of the output (output_tokens_details.thinking_tokens)
+// ReasoningTokens.
 func UsageOf(u sdk.Usage) ledger.Usage { return impl.UsageOf(u) }
+
+// ServiceTierOf returns the service tier a message's usage names
+// ("standard", "priority", "batch"), "" when it names none: put it in
+// ledger.Report.ServiceTier.
+func ServiceTierOf(u sdk.Usage) string { return impl.ServiceTierOf(u) }
 
 // RequestID returns the request id of a successful response's headers
 // (read them with option.WithResponseInto), or "" when there is none or it
@@ -65,3 +73,7 @@ func (s *StreamUsage) Observe(ev sdk.MessageStreamEventUnion) { s.s.Observe(ev) 
 // Usage returns the usage observed so far, in the ledger's terms (see
 // UsageOf).
 func (s *StreamUsage) Usage() ledger.Usage { return s.s.Usage() }
+
+// ServiceTier returns the service tier message_start named, "" before it
+// or when it named none.
+func (s *StreamUsage) ServiceTier() string { return s.s.ServiceTier() }

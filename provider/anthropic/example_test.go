@@ -19,6 +19,20 @@ func ExampleUsageOf() {
 	// Output: in 500 (cache read 400), out 1200
 }
 
+// The 1-hour cache write and the thinking tokens are subsets; the tier
+// goes into the Report beside the usage.
+func ExampleServiceTierOf() {
+	var msg sdk.Message
+	if err := msg.UnmarshalJSON([]byte(`{"usage":{"input_tokens":10,"output_tokens":300,"cache_creation_input_tokens":500,` +
+		`"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":400},"output_tokens_details":{"thinking_tokens":200},"service_tier":"priority"}}`)); err != nil {
+		panic(err)
+	}
+	u := anthropic.UsageOf(msg.Usage)
+	fmt.Printf("in %d (1h write %d), out %d (thinking %d), tier %s\n",
+		u.InputTokens, u.CacheCreation1hInputTokens, u.OutputTokens, u.ReasoningTokens, anthropic.ServiceTierOf(msg.Usage))
+	// Output: in 510 (1h write 400), out 300 (thinking 200), tier priority
+}
+
 // An overloaded API (529) is retried; an error that is not the SDK's is
 // left to the middleware's transport rules.
 func ExampleClassify() {

@@ -21,6 +21,19 @@ func ExampleUsageOf() {
 	// Output: in 500 (cache read 128), out 1200
 }
 
+// The reasoning tokens are a subset of the output; OpenAI's "default" tier
+// is recorded as "standard".
+func ExampleServiceTierOf() {
+	var cc sdk.ChatCompletion
+	if err := cc.UnmarshalJSON([]byte(`{"service_tier":"default","usage":{"prompt_tokens":40,"completion_tokens":900,` +
+		`"completion_tokens_details":{"reasoning_tokens":768}}}`)); err != nil {
+		panic(err)
+	}
+	u := openai.UsageOf(cc.Usage)
+	fmt.Printf("out %d (reasoning %d), tier %s\n", u.OutputTokens, u.ReasoningTokens, openai.ServiceTierOf(cc.ServiceTier))
+	// Output: out 900 (reasoning 768), tier standard
+}
+
 // A 429 with retry-after-ms is retried after the server's hint.
 func ExampleClassify() {
 	h := http.Header{"Retry-After-Ms": {"250"}, "X-Request-Id": {"req_7"}}

@@ -69,6 +69,10 @@ func (s *StreamUsage) Usage() ledger.Usage { return s.s.Usage() }
 // Complete reports whether the usage chunk arrived.
 func (s *StreamUsage) Complete() bool { return s.s.Complete() }
 
+// ServiceTier returns the service tier the chunks named, as ServiceTierOf
+// writes it; "" until one names it.
+func (s *StreamUsage) ServiceTier() string { return s.s.ServiceTier() }
+
 // ResponseStreamUsage follows the usage of a Responses API stream:
 // response.completed (or .incomplete, .failed) carries the usage; before
 // it, as for chat streams, only the output is counted, one token per
@@ -85,6 +89,16 @@ func (s *ResponseStreamUsage) Usage() ledger.Usage { return s.s.Usage() }
 
 // Complete reports whether the response's usage arrived.
 func (s *ResponseStreamUsage) Complete() bool { return s.s.Complete() }
+
+// ServiceTier returns the service tier the response named
+// (response.created or its last event), as ServiceTierOf writes it.
+func (s *ResponseStreamUsage) ServiceTier() string { return s.s.ServiceTier() }
+
+// ServiceTierOf returns the service tier a chat completion, a chunk or a
+// response names (its ServiceTier), in the ledger's form: "standard" for
+// OpenAI's "default", "flex", "scale", "priority"; "" for none or "auto".
+// Put it in ledger.Report.ServiceTier.
+func ServiceTierOf[T ~string](tier T) string { return impl.ServiceTierOf(tier) }
 
 // ResponseUsageOf converts the usage of a Responses API response to the
 // ledger's.

@@ -69,6 +69,24 @@ func features() providertest.Features {
 				Body:  `{"id":"msg_2","type":"message","usage":{"input_tokens":3,"output_tokens":1,"cache_read_input_tokens":null,"cache_creation_input_tokens":null}}`,
 				Usage: events.Usage{InputTokens: 3, OutputTokens: 1},
 			},
+			{
+				Name: "the 1-hour cache write, thinking and the service tier", Path: "/v1/messages",
+				Body: `{"id":"msg_3","type":"message","usage":{"input_tokens":50,"output_tokens":900,"cache_read_input_tokens":1000,"cache_creation_input_tokens":300,` +
+					`"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":200},"output_tokens_details":{"thinking_tokens":640},"service_tier":"priority"}}`,
+				Usage: events.Usage{InputTokens: 1350, OutputTokens: 900, CacheReadInputTokens: 1000, CacheCreationInputTokens: 300,
+					CacheCreation1hInputTokens: 200, ReasoningTokens: 640},
+				ServiceTier: "priority",
+			},
+			{
+				Name: "the cache write is at least its two parts", Path: "/v1/messages",
+				Body:  `{"id":"msg_4","type":"message","usage":{"input_tokens":5,"output_tokens":2,"cache_creation":{"ephemeral_5m_input_tokens":7,"ephemeral_1h_input_tokens":3},"service_tier":"standard"}}`,
+				Usage: events.Usage{InputTokens: 15, OutputTokens: 2, CacheCreationInputTokens: 10, CacheCreation1hInputTokens: 3}, ServiceTier: "standard",
+			},
+			{
+				Name: "thinking above the output is cut to it", Path: "/v1/messages",
+				Body:  `{"id":"msg_5","type":"message","usage":{"input_tokens":5,"output_tokens":2,"output_tokens_details":{"thinking_tokens":9}}}`,
+				Usage: events.Usage{InputTokens: 5, OutputTokens: 2, ReasoningTokens: 2},
+			},
 			{Name: "an error has no usage", Path: "/v1/messages", Body: `{"type":"error","error":{"type":"api_error","message":"x"}}`, NoUsage: true},
 		},
 		Streams: []providertest.StreamCase{
@@ -90,6 +108,23 @@ func features() providertest.Features {
 					{Name: "message_stop", Data: eventEnd},
 				},
 				Usage: events.Usage{InputTokens: 125, OutputTokens: 60, CacheReadInputTokens: 100}, ProviderID: "req_stream",
+			},
+			{
+				Name: "thinking, the 1-hour cache write and the tier", Path: "/v1/messages", Request: streamRequest, Header: sse,
+				Events: []providertest.Event{
+					{Name: "message_start", Data: `{"type":"message_start","message":{"id":"m","usage":{"input_tokens":20,"output_tokens":1,"cache_read_input_tokens":100,` +
+						`"cache_creation_input_tokens":80,"cache_creation":{"ephemeral_5m_input_tokens":30,"ephemeral_1h_input_tokens":50},"service_tier":"priority"}}}`},
+					{Name: "content_block_start", Data: `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}`},
+					{Name: "message_delta", Data: `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":500,"output_tokens_details":{"thinking_tokens":300}}}`},
+					{Name: "message_stop", Data: eventEnd},
+				},
+				Usage:       events.Usage{InputTokens: 200, OutputTokens: 500, CacheReadInputTokens: 100, CacheCreationInputTokens: 80, CacheCreation1hInputTokens: 50, ReasoningTokens: 300},
+				ProviderID:  "req_stream",
+				ServiceTier: "priority",
+				Cuts: []providertest.Cut{
+					{After: 2, Usage: events.Usage{InputTokens: 200, OutputTokens: 1, CacheReadInputTokens: 100, CacheCreationInputTokens: 80, CacheCreation1hInputTokens: 50},
+						Lost: "the output and its thinking part: message_delta carries them"},
+				},
 			},
 			{
 				Name: "an unreadable event leaves the usage as it was", Path: "/v1/messages", Request: streamRequest, Header: sse,

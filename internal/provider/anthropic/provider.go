@@ -75,10 +75,11 @@ func (Provider) Inspect(_ provider.Route, body []byte) provider.Request {
 	return provider.Request{Model: req.Model, Stream: req.Stream, Body: body}
 }
 
-// BodyUsage reads a message's usage, and the request-id header.
-func (Provider) BodyUsage(_ provider.Route, header http.Header, body []byte) (events.Usage, string, bool) {
-	u, ok := MessageUsage(body)
-	return u, RequestID(header), ok
+// BodyUsage reads a message's usage and service tier, and the request-id
+// header.
+func (Provider) BodyUsage(_ provider.Route, header http.Header, body []byte) (provider.Answer, bool) {
+	u, tier, ok := MessageUsage(body)
+	return provider.Answer{Usage: u, ProviderID: RequestID(header), ServiceTier: tier}, ok
 }
 
 // NewStream follows a Messages stream: message_start carries the input,
@@ -107,6 +108,7 @@ func (s *stream) Observe(name string, data []byte) provider.Verdict {
 func (s *stream) Usage() events.Usage { return s.u.Usage() }
 func (s *stream) Complete() bool      { return s.done }
 func (s *stream) ProviderID() string  { return s.id }
+func (s *stream) ServiceTier() string { return s.u.ServiceTier() }
 
 // Classifier classifies the SDK's errors.
 func (Provider) Classifier() retry.Classifier { return Classifier }

@@ -19,6 +19,7 @@ func TestUsageOfRealResponse(t *testing.T) {
 		name  string
 		usage string
 		want  events.Usage
+		tier  string
 	}{
 		{
 			name:  "no cache",
@@ -29,6 +30,14 @@ func TestUsageOfRealResponse(t *testing.T) {
 			name:  "cache read and creation are added to input",
 			usage: `{"input_tokens":50,"output_tokens":12,"cache_read_input_tokens":1800,"cache_creation_input_tokens":248}`,
 			want:  events.Usage{InputTokens: 2098, OutputTokens: 12, CacheReadInputTokens: 1800, CacheCreationInputTokens: 248},
+		},
+		{
+			name: "the 1-hour cache write and thinking are subsets",
+			usage: `{"input_tokens":50,"output_tokens":900,"cache_read_input_tokens":1000,"cache_creation_input_tokens":300,` +
+				`"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":200},"output_tokens_details":{"thinking_tokens":640},"service_tier":"priority"}`,
+			want: events.Usage{InputTokens: 1350, OutputTokens: 900, CacheReadInputTokens: 1000, CacheCreationInputTokens: 300,
+				CacheCreation1hInputTokens: 200, ReasoningTokens: 640},
+			tier: "priority",
 		},
 		{
 			name:  "null cache counts",
@@ -49,6 +58,7 @@ func TestUsageOfRealResponse(t *testing.T) {
 			msg, err := client.Messages.New(context.Background(), newParams(), option.WithResponseInto(&res))
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, UsageOf(msg.Usage))
+			assert.Equal(t, tt.tier, ServiceTierOf(msg.Usage))
 			assert.Equal(t, "req_ok", RequestID(res.Header))
 			assert.EqualValues(t, 1, s.Requests())
 		})
@@ -101,4 +111,25 @@ func TestStreamUsageDeltaOverrides(t *testing.T) {
 	assert.Equal(t, events.Usage{InputTokens: 15, OutputTokens: 1, CacheReadInputTokens: 5}, su.Usage())
 	su.Observe(delta)
 	assert.Equal(t, events.Usage{InputTokens: 35, OutputTokens: 9, CacheReadInputTokens: 5}, su.Usage())
+}
+
+// TestStreamUsageSubsetsAndTier: the SDK's events carry the 1-hour cache
+// write and the tier in message_start, the thinking part of the output in
+// message_delta; StreamUsage reads them as ObserveRaw does the wire's.
+func TestStreamUsageSubsetsAndTier(t *testing.T) {
+	start := `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"x","content":[],"usage":{"input_tokens":10,"output_tokens":1,` +
+		`"cache_read_input_tokens":5,"cache_creation_input_tokens":40,"cache_creation":{"ephemeral_5m_input_tokens":15,"ephemeral_1h_input_tokens":25},"service_tier":"priority"}}}`
+	delta := `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":90,"output_tokens_details":{"thinking_tokens":70}}}`
+	var sdkUsage, raw StreamUsage
+	for _, data := range []string{start, delta} {
+		var ev sdk.MessageStreamEventUnion
+		require.NoError(t, ev.UnmarshalJSON([]byte(data)))
+		sdkUsage.Observe(ev)
+		require.NoError(t, raw.ObserveRaw("", []byte(data)))
+	}
+	want := events.Usage{InputTokens: 55, OutputTokens: 90, CacheReadInputTokens: 5, CacheCreationInputTokens: 40, CacheCreation1hInputTokens: 25, ReasoningTokens: 70}
+	assert.Equal(t, want, sdkUsage.Usage())
+	assert.Equal(t, want, raw.Usage())
+	assert.Equal(t, "priority", sdkUsage.ServiceTier())
+	assert.Equal(t, "priority", raw.ServiceTier())
 }

@@ -47,21 +47,29 @@ type wireUsage struct {
 	OutputTokens             *int64 `json:"output_tokens"`
 	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
 	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheCreation            *struct {
+		Ephemeral5mInputTokens int64 `json:"ephemeral_5m_input_tokens"`
+		Ephemeral1hInputTokens int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
+	OutputTokensDetails *struct {
+		ThinkingTokens *int64 `json:"thinking_tokens"`
+	} `json:"output_tokens_details"`
+	ServiceTier string `json:"service_tier"`
 }
 
 // MessageUsage reads the usage of a Messages API response body (a
-// message object) in the contract's terms (see UsageOf); ok is false when
-// the body has no usage object.
-func MessageUsage(body []byte) (u events.Usage, ok bool) {
+// message object) in the contract's terms (see UsageOf), and the service
+// tier it names; ok is false when the body has no usage object.
+func MessageUsage(body []byte) (u events.Usage, tier string, ok bool) {
 	var m struct {
 		Usage *wireUsage `json:"usage"`
 	}
 	if json.Unmarshal(body, &m) != nil || m.Usage == nil {
-		return events.Usage{}, false
+		return events.Usage{}, "", false
 	}
 	var s StreamUsage
 	s.takeStart(m.Usage)
-	return s.Usage(), true
+	return s.Usage(), s.ServiceTier(), true
 }
 
 // ObserveRaw takes one event of a message stream into account as it came
@@ -104,19 +112,30 @@ func (s *StreamUsage) ObserveRaw(name string, data []byte) error {
 
 // takeStart takes the counts of message_start (or of a whole message).
 func (s *StreamUsage) takeStart(u *wireUsage) {
-	s.input, s.output, s.cacheRead, s.cacheCreation = value(u.InputTokens), value(u.OutputTokens), value(u.CacheReadInputTokens), value(u.CacheCreationInputTokens)
+	s.c = counts{input: value(u.InputTokens), output: value(u.OutputTokens),
+		cacheRead: value(u.CacheReadInputTokens), cacheCreation: value(u.CacheCreationInputTokens)}
+	if cc := u.CacheCreation; cc != nil {
+		s.c.cache1h, s.c.cache5m = cc.Ephemeral1hInputTokens, cc.Ephemeral5mInputTokens
+	}
+	if d := u.OutputTokensDetails; d != nil {
+		s.c.thinking = value(d.ThinkingTokens)
+	}
+	s.tier = u.ServiceTier
 }
 
-// takeDelta takes the counts of a message_delta: the cumulative output,
-// and the input counts it carries (those it omits keep their value).
+// takeDelta takes the counts of a message_delta: the cumulative output
+// (and its thinking part), and the input counts it carries (those it
+// omits keep their value).
 func (s *StreamUsage) takeDelta(u *wireUsage) {
-	if u.OutputTokens != nil {
-		s.output = *u.OutputTokens
+	var thinking *int64
+	if u.OutputTokensDetails != nil {
+		thinking = u.OutputTokensDetails.ThinkingTokens
 	}
 	for _, f := range []struct {
 		dst *int64
 		src *int64
-	}{{&s.input, u.InputTokens}, {&s.cacheRead, u.CacheReadInputTokens}, {&s.cacheCreation, u.CacheCreationInputTokens}} {
+	}{{&s.c.output, u.OutputTokens}, {&s.c.input, u.InputTokens}, {&s.c.cacheRead, u.CacheReadInputTokens},
+		{&s.c.cacheCreation, u.CacheCreationInputTokens}, {&s.c.thinking, thinking}} {
 		if f.src != nil {
 			*f.dst = *f.src
 		}

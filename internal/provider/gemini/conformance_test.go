@@ -54,7 +54,17 @@ func features() providertest.Features {
 			{
 				Name: "tool-use prompt and thoughts are added", Path: generate,
 				Body:  `{"candidates":[],"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":20,"cachedContentTokenCount":40,"toolUsePromptTokenCount":5,"thoughtsTokenCount":7},"responseId":"resp-1"}`,
-				Usage: events.Usage{InputTokens: 105, OutputTokens: 27, CacheReadInputTokens: 40}, ProviderID: "resp-1",
+				Usage: events.Usage{InputTokens: 105, OutputTokens: 27, CacheReadInputTokens: 40, ReasoningTokens: 7}, ProviderID: "resp-1",
+			},
+			{
+				Name: "the service tier of usageMetadata", Path: generate,
+				Body:  `{"candidates":[],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":2,"thoughtsTokenCount":3,"serviceTier":"flex"},"responseId":"resp-2"}`,
+				Usage: events.Usage{InputTokens: 10, OutputTokens: 5, ReasoningTokens: 3}, ProviderID: "resp-2", ServiceTier: "flex",
+			},
+			{
+				Name: "an unspecified service tier is none", Path: generate,
+				Body:  `{"candidates":[],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":2,"serviceTier":"unspecified"}}`,
+				Usage: events.Usage{InputTokens: 10, OutputTokens: 2},
 			},
 			{
 				Name: "an array of chunks: the last with usage counts", Path: stream,
@@ -67,7 +77,7 @@ func features() providertest.Features {
 			{
 				Name: "complete", Path: stream, Request: request, Header: sse,
 				Events: []providertest.Event{{Data: first}, {Data: ""}, {Data: last}},
-				Usage:  events.Usage{InputTokens: 80, OutputTokens: 49}, ProviderID: "r1",
+				Usage:  events.Usage{InputTokens: 80, OutputTokens: 49, ReasoningTokens: 40}, ProviderID: "r1",
 				Cuts: []providertest.Cut{
 					{After: 1, Usage: events.Usage{InputTokens: 80, OutputTokens: 1}, Lost: "the output since the last chunk: each carries the running total"},
 				},

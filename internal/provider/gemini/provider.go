@@ -81,8 +81,9 @@ func (Provider) Inspect(rt provider.Route, body []byte) provider.Request {
 	return provider.Request{Model: rt.Model, Stream: rt.Stream, Body: body}
 }
 
-// BodyUsage reads a response's usageMetadata and responseId.
-func (Provider) BodyUsage(_ provider.Route, _ http.Header, body []byte) (events.Usage, string, bool) {
+// BodyUsage reads a response's usageMetadata (its serviceTier included)
+// and responseId.
+func (Provider) BodyUsage(_ provider.Route, _ http.Header, body []byte) (provider.Answer, bool) {
 	return ResponseUsage(body)
 }
 
@@ -126,6 +127,7 @@ func (s *stream) Observe(_ string, data []byte) provider.Verdict {
 func (s *stream) Usage() events.Usage { return s.u.Usage() }
 func (s *stream) Complete() bool      { return s.finished }
 func (s *stream) ProviderID() string  { return s.id }
+func (s *stream) ServiceTier() string { return s.u.ServiceTier() }
 
 // Classifier classifies the SDK's errors.
 func (Provider) Classifier() retry.Classifier { return Classifier }

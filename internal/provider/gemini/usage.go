@@ -14,9 +14,10 @@ import (
 // (cachedContentTokenCount, the cache-read subset); tool-use prompt tokens
 // are input counted apart from it, so they are added. Thinking tokens
 // (thoughtsTokenCount) are billed as output and are added to
-// candidatesTokenCount. So InputTokens + OutputTokens is the response's
-// totalTokenCount. Gemini reports no cache-creation count: context caches
-// are created by a separate call.
+// candidatesTokenCount, which excludes them; they are also ReasoningTokens,
+// the output's reasoning subset. So InputTokens + OutputTokens is the
+// response's totalTokenCount. Gemini reports no cache-creation count:
+// context caches are created by a separate call.
 func UsageOf(resp *genai.GenerateContentResponse) events.Usage {
 	if resp == nil {
 		return events.Usage{}
@@ -37,6 +38,21 @@ func MetadataUsage(m *genai.GenerateContentResponseUsageMetadata) events.Usage {
 		InputTokens:          count(m.PromptTokenCount) + count(m.ToolUsePromptTokenCount),
 		OutputTokens:         count(m.CandidatesTokenCount) + count(m.ThoughtsTokenCount),
 		CacheReadInputTokens: count(m.CachedContentTokenCount),
+		ReasoningTokens:      count(m.ThoughtsTokenCount),
+	}
+}
+
+// ServiceTierOf returns, in the contract's form, the service tier the
+// Gemini API names in a response's usageMetadata.serviceTier ("standard",
+// "flex", "priority"); "" for none or "unspecified". The SDK's
+// GenerateContentResponseUsageMetadata has no such field, so only the
+// wire (the gateway) reads it.
+func ServiceTierOf(reported string) string {
+	switch t := events.ServiceTier(reported); t {
+	case "unspecified", "service_tier_unspecified":
+		return ""
+	default:
+		return t
 	}
 }
 
@@ -49,6 +65,7 @@ func MetadataUsage(m *genai.GenerateContentResponseUsageMetadata) events.Usage {
 // use; it belongs to the goroutine ranging over the stream.
 type StreamUsage struct {
 	usage events.Usage
+	tier  string // the wire's usageMetadata.serviceTier, contract form
 }
 
 // Observe takes one chunk into account; a nil chunk or one without usage
@@ -61,6 +78,10 @@ func (s *StreamUsage) Observe(chunk *genai.GenerateContentResponse) {
 
 // Usage returns the usage of the latest chunk that had any.
 func (s *StreamUsage) Usage() events.Usage { return s.usage }
+
+// ServiceTier returns the service tier the chunks observed raw named
+// (ObserveRaw); "" when none did.
+func (s *StreamUsage) ServiceTier() string { return s.tier }
 
 // RequestID returns the response's responseId, which identifies the
 // response at Google, or "" when there is none or it does not fit the

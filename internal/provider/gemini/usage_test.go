@@ -31,7 +31,7 @@ func TestUsageOfRealResponse(t *testing.T) {
 			name: "cached content, thoughts and tool use",
 			usage: `{"promptTokenCount":1200,"cachedContentTokenCount":1000,"candidatesTokenCount":50,"thoughtsTokenCount":300,` +
 				`"toolUsePromptTokenCount":20,"totalTokenCount":1570,"promptTokensDetails":[{"modality":"TEXT","tokenCount":1200}]}`,
-			want:  events.Usage{InputTokens: 1220, OutputTokens: 350, CacheReadInputTokens: 1000},
+			want:  events.Usage{InputTokens: 1220, OutputTokens: 350, CacheReadInputTokens: 1000, ReasoningTokens: 300},
 			total: 1570,
 		},
 	}
@@ -76,7 +76,7 @@ func TestStreamUsageOfCompleteStream(t *testing.T) {
 		require.NoError(t, err)
 		su.Observe(chunk)
 	}
-	assert.Equal(t, events.Usage{InputTokens: 80, OutputTokens: 49}, su.Usage())
+	assert.Equal(t, events.Usage{InputTokens: 80, OutputTokens: 49, ReasoningTokens: 40}, su.Usage())
 	assert.EqualValues(t, 1, s.Requests())
 }
 

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/provider"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -66,11 +67,12 @@ func StreamError(data []byte) (retry.Classification, bool) {
 // ledger reads.
 type wireChunk struct {
 	UsageMetadata *struct {
-		PromptTokenCount        int32 `json:"promptTokenCount"`
-		CandidatesTokenCount    int32 `json:"candidatesTokenCount"`
-		CachedContentTokenCount int32 `json:"cachedContentTokenCount"`
-		ToolUsePromptTokenCount int32 `json:"toolUsePromptTokenCount"`
-		ThoughtsTokenCount      int32 `json:"thoughtsTokenCount"`
+		PromptTokenCount        int32  `json:"promptTokenCount"`
+		CandidatesTokenCount    int32  `json:"candidatesTokenCount"`
+		CachedContentTokenCount int32  `json:"cachedContentTokenCount"`
+		ToolUsePromptTokenCount int32  `json:"toolUsePromptTokenCount"`
+		ThoughtsTokenCount      int32  `json:"thoughtsTokenCount"`
+		ServiceTier             string `json:"serviceTier"`
 	} `json:"usageMetadata"`
 	ResponseID string `json:"responseId"`
 }
@@ -86,33 +88,34 @@ func (c *wireChunk) usage() events.Usage {
 	})
 }
 
-// ResponseUsage reads the usage and the responseId of a generateContent
-// response body: one response object, or the JSON array of chunks that
+// ResponseUsage reads the usage, the responseId and the service tier
+// (usageMetadata.serviceTier, ServiceTierOf) of a generateContent response
+// body: one response object, or the JSON array of chunks that
 // streamGenerateContent sends without alt=sse (the last chunk with usage
 // metadata counts, as each is the running total). ok is false when no
 // usage metadata is there.
-func ResponseUsage(body []byte) (u events.Usage, responseID string, ok bool) {
+func ResponseUsage(body []byte) (a provider.Answer, ok bool) {
 	var chunks []wireChunk
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
 		if json.Unmarshal(body, &chunks) != nil {
-			return events.Usage{}, "", false
+			return provider.Answer{}, false
 		}
 	} else {
 		var c wireChunk
 		if json.Unmarshal(body, &c) != nil {
-			return events.Usage{}, "", false
+			return provider.Answer{}, false
 		}
 		chunks = []wireChunk{c}
 	}
+	var s StreamUsage
 	for i := range chunks {
-		if id := responseIDOf(chunks[i].ResponseID); id != "" {
-			responseID = id
+		if id := s.take(&chunks[i]); id != "" {
+			a.ProviderID = id
 		}
-		if chunks[i].UsageMetadata != nil {
-			u, ok = chunks[i].usage(), true
-		}
+		ok = ok || chunks[i].UsageMetadata != nil
 	}
-	return u, responseID, ok
+	a.Usage, a.ServiceTier = s.Usage(), s.ServiceTier()
+	return a, ok
 }
 
 // ObserveRaw takes one chunk of a stream into account as it came over the
@@ -123,10 +126,19 @@ func (s *StreamUsage) ObserveRaw(data []byte) (responseID string, err error) {
 	if err := json.Unmarshal(data, &c); err != nil {
 		return "", err
 	}
+	return s.take(&c), nil
+}
+
+// take takes one chunk's usage and service tier, and returns its
+// responseId as responseIDOf keeps it.
+func (s *StreamUsage) take(c *wireChunk) (responseID string) {
 	if c.UsageMetadata != nil {
 		s.usage = c.usage()
+		if tier := ServiceTierOf(c.UsageMetadata.ServiceTier); tier != "" {
+			s.tier = tier
+		}
 	}
-	return responseIDOf(c.ResponseID), nil
+	return responseIDOf(c.ResponseID)
 }
 
 // responseIDOf keeps a responseId that fits the contract.

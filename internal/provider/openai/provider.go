@@ -178,18 +178,19 @@ func (p *Provider) requestID(h http.Header) string {
 
 // BodyUsage reads the usage of a chat completion, a response or an
 // embedding, and the request ID header.
-func (p *Provider) BodyUsage(rt provider.Route, header http.Header, body []byte) (events.Usage, string, bool) {
-	var u events.Usage
+func (p *Provider) BodyUsage(rt provider.Route, header http.Header, body []byte) (provider.Answer, bool) {
+	var a provider.Answer
 	var ok bool
 	switch rt.Endpoint {
 	case EndpointChat:
-		u, ok = ChatUsage(body)
+		a.Usage, a.ServiceTier, ok = ChatUsage(body)
 	case EndpointResponses:
-		u, ok = ResponseBodyUsage(body)
+		a.Usage, a.ServiceTier, ok = ResponseBodyUsage(body)
 	case EndpointEmbeddings:
-		u, ok = EmbeddingUsage(body)
+		a.Usage, ok = EmbeddingUsage(body)
 	}
-	return u, p.requestID(header), ok
+	a.ProviderID = p.requestID(header)
+	return a, ok
 }
 
 // NewStream follows a chat stream (the usage in the last chunk, the
@@ -232,6 +233,7 @@ func (s *chatStream) Observe(_ string, data []byte) provider.Verdict {
 func (s *chatStream) Usage() events.Usage { return s.u.Usage() }
 func (s *chatStream) Complete() bool      { return s.done || s.u.Complete() }
 func (s *chatStream) ProviderID() string  { return s.id }
+func (s *chatStream) ServiceTier() string { return s.u.ServiceTier() }
 
 // isErrorObject reports whether a chunk's "error" member is an object: an
 // error in the stream, rather than a word in the generated text.
@@ -262,6 +264,7 @@ func (s *responsesStream) Observe(name string, data []byte) provider.Verdict {
 func (s *responsesStream) Usage() events.Usage { return s.u.Usage() }
 func (s *responsesStream) Complete() bool      { return s.done }
 func (s *responsesStream) ProviderID() string  { return s.id }
+func (s *responsesStream) ServiceTier() string { return s.u.ServiceTier() }
 
 // Classifier classifies the SDK's errors, the request ID read from the
 // provider's own header.

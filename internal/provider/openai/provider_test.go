@@ -45,8 +45,8 @@ func TestNew(t *testing.T) {
 	h.Set("X-Kong-Request-Id", "kong-1")
 	h.Set("X-Request-Id", "openai-1")
 	h.Set("X-Ratelimit-Limit-Requests", "500")
-	_, id, _ := p.BodyUsage(provider.Route{Endpoint: EndpointChat}, h, []byte(`{}`))
-	assert.Equal(t, "kong-1", id, "its own request ID header")
+	a, _ := p.BodyUsage(provider.Route{Endpoint: EndpointChat}, h, []byte(`{}`))
+	assert.Equal(t, "kong-1", a.ProviderID, "its own request ID header")
 	assert.Equal(t, "kong-1", p.NewStream(provider.Route{Endpoint: EndpointChat}, h, provider.Request{}).ProviderID())
 	assert.True(t, func() bool { o := p.RateLimits(h, time.Now()); return o.Empty() }(), "no rate-limit headers declared")
 }

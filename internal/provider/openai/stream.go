@@ -28,13 +28,30 @@ type StreamUsage struct {
 	usage  events.Usage
 	final  bool  // the usage chunk arrived
 	chunks int64 // content deltas seen, one per choice that carried any
+	tierSeen
 }
+
+// tierSeen keeps the service tier a stream names (every chat chunk names
+// it; a Responses stream's response.created and its end event do).
+type tierSeen struct{ tier string }
+
+// takeTier keeps the tier a chunk or event names, when it names one.
+func (t *tierSeen) takeTier(reported string) {
+	if tier := ServiceTierOf(reported); tier != "" {
+		t.tier = tier
+	}
+}
+
+// ServiceTier returns the service tier the stream named, in the
+// contract's form (ServiceTierOf); "" until it names one.
+func (t *tierSeen) ServiceTier() string { return t.tier }
 
 // Observe takes one chunk of the stream into account.
 func (s *StreamUsage) Observe(chunk sdk.ChatCompletionChunk) {
 	if chunk.JSON.Usage.Valid() {
 		s.usage, s.final = UsageOf(chunk.Usage), true
 	}
+	s.takeTier(string(chunk.ServiceTier))
 	for _, c := range chunk.Choices {
 		d := c.Delta
 		if d.Content != "" || d.Refusal != "" || len(d.ToolCalls) > 0 || d.FunctionCall.Arguments != "" {
@@ -69,12 +86,16 @@ type ResponseStreamUsage struct {
 	usage  events.Usage
 	final  bool
 	deltas int64
+	tierSeen
 }
 
 // Observe takes one event of the stream into account.
 func (s *ResponseStreamUsage) Observe(ev responses.ResponseStreamEventUnion) {
 	switch {
+	case carriesResponse(ev.Type):
+		s.takeTier(string(ev.Response.ServiceTier))
 	case endsResponse(ev.Type):
+		s.takeTier(string(ev.Response.ServiceTier))
 		if ev.Response.JSON.Usage.Valid() {
 			s.usage, s.final = ResponseUsageOf(ev.Response.Usage), true
 		}
@@ -99,6 +120,12 @@ func (s *ResponseStreamUsage) Complete() bool { return s.final }
 // response, usage included.
 func endsResponse(typ string) bool {
 	return typ == "response.completed" || typ == "response.incomplete" || typ == "response.failed"
+}
+
+// carriesResponse reports whether an event of this type carries the
+// response so far (its service tier among the rest) without ending it.
+func carriesResponse(typ string) bool {
+	return typ == "response.created" || typ == "response.in_progress"
 }
 
 // countsAsOutput reports whether an event of this type carries generated

@@ -31,7 +31,7 @@ func TestUsageOfRealChatCompletion(t *testing.T) {
 			usage: `{"prompt_tokens":2006,"completion_tokens":300,"total_tokens":2306,` +
 				`"prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":0},` +
 				`"completion_tokens_details":{"reasoning_tokens":128,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`,
-			want: events.Usage{InputTokens: 2006, OutputTokens: 300, CacheReadInputTokens: 1920},
+			want: events.Usage{InputTokens: 2006, OutputTokens: 300, CacheReadInputTokens: 1920, ReasoningTokens: 128},
 		},
 		{
 			name:  "cache writes",
@@ -93,6 +93,41 @@ func TestResponseUsageOfRealResponse(t *testing.T) {
 		Input: responses.ResponseNewParamsInputUnion{OfString: sdk.String("hello")},
 	})
 	require.NoError(t, err)
-	assert.Equal(t, events.Usage{InputTokens: 3000, OutputTokens: 400, CacheReadInputTokens: 2048, CacheCreationInputTokens: 512}, ResponseUsageOf(resp.Usage))
+	assert.Equal(t, events.Usage{InputTokens: 3000, OutputTokens: 400, CacheReadInputTokens: 2048, CacheCreationInputTokens: 512, ReasoningTokens: 320}, ResponseUsageOf(resp.Usage))
 	assert.EqualValues(t, 1, s.Requests())
+}
+
+// The SDK's chunks and events name the tier the wire readers take: the
+// chat chunks each, a Responses stream its response.created and end event.
+func TestStreamsTakeTheServiceTier(t *testing.T) {
+	var chat, chatRaw StreamUsage
+	for _, data := range []string{
+		`{"id":"c","service_tier":"default","choices":[{"index":0,"delta":{"content":"Hi"}}],"usage":null}`,
+		`{"id":"c","service_tier":"default","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":7}}}`,
+	} {
+		var chunk sdk.ChatCompletionChunk
+		require.NoError(t, chunk.UnmarshalJSON([]byte(data)))
+		chat.Observe(chunk)
+		_, err := chatRaw.ObserveRaw([]byte(data))
+		require.NoError(t, err)
+	}
+	want := events.Usage{InputTokens: 5, OutputTokens: 9, ReasoningTokens: 7}
+	assert.Equal(t, want, chat.Usage())
+	assert.Equal(t, want, chatRaw.Usage())
+	assert.Equal(t, "standard", chat.ServiceTier())
+	assert.Equal(t, "standard", chatRaw.ServiceTier())
+
+	var resp, respRaw ResponseStreamUsage
+	for _, data := range []string{
+		`{"type":"response.created","response":{"id":"r","service_tier":"priority","usage":null}}`,
+		`{"type":"response.output_text.delta","delta":"Hi"}`,
+	} {
+		var ev responses.ResponseStreamEventUnion
+		require.NoError(t, ev.UnmarshalJSON([]byte(data)))
+		resp.Observe(ev)
+		require.NoError(t, respRaw.ObserveRaw("", []byte(data)))
+	}
+	assert.Equal(t, "priority", resp.ServiceTier(), "known from response.created, before the usage")
+	assert.Equal(t, "priority", respRaw.ServiceTier())
+	assert.Equal(t, events.Usage{OutputTokens: 1}, resp.Usage())
 }

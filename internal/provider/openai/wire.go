@@ -73,6 +73,9 @@ type wireChatUsage struct {
 		CachedTokens     int64 `json:"cached_tokens"`
 		CacheWriteTokens int64 `json:"cache_write_tokens"`
 	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
 }
 
 func (u *wireChatUsage) usage() events.Usage {
@@ -80,32 +83,38 @@ func (u *wireChatUsage) usage() events.Usage {
 	su.PromptTokens, su.CompletionTokens = u.PromptTokens, u.CompletionTokens
 	su.PromptTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens
 	su.PromptTokensDetails.CacheWriteTokens = u.PromptTokensDetails.CacheWriteTokens
+	su.CompletionTokensDetails.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
 	return UsageOf(su)
 }
 
 // ChatUsage reads the usage of a chat completion response body, as
-// UsageOf; ok is false when the body has none.
-func ChatUsage(body []byte) (events.Usage, bool) { return bodyUsage[wireChatUsage](body) }
+// UsageOf, and its service tier (ServiceTierOf); ok is false when the body
+// has no usage.
+func ChatUsage(body []byte) (u events.Usage, tier string, ok bool) {
+	return bodyUsage[wireChatUsage](body)
+}
 
-// bodyUsage reads the "usage" member of a response body as a W.
+// bodyUsage reads the "usage" member of a response body as a W, and the
+// body's service_tier.
 func bodyUsage[W any, P interface {
 	*W
 	usage() events.Usage
-}](body []byte) (events.Usage, bool) {
+}](body []byte) (events.Usage, string, bool) {
 	var r struct {
-		Usage P `json:"usage"`
+		Usage       P      `json:"usage"`
+		ServiceTier string `json:"service_tier"`
 	}
 	if json.Unmarshal(body, &r) != nil || r.Usage == nil {
-		return events.Usage{}, false
+		return events.Usage{}, "", false
 	}
-	return r.Usage.usage(), true
+	return r.Usage.usage(), ServiceTierOf(r.ServiceTier), true
 }
 
 // EmbeddingUsage reads the usage of an embeddings response body: its
 // prompt_tokens are input, and an embedding has no output.
 func EmbeddingUsage(body []byte) (events.Usage, bool) {
-	u, ok := ChatUsage(body)
-	u.OutputTokens = 0
+	u, _, ok := ChatUsage(body)
+	u.OutputTokens, u.ReasoningTokens = 0, 0
 	return u, ok
 }
 
@@ -117,6 +126,9 @@ type wireResponseUsage struct {
 		CachedTokens     int64 `json:"cached_tokens"`
 		CacheWriteTokens int64 `json:"cache_write_tokens"`
 	} `json:"input_tokens_details"`
+	OutputTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
 }
 
 func (u *wireResponseUsage) usage() events.Usage {
@@ -124,12 +136,14 @@ func (u *wireResponseUsage) usage() events.Usage {
 	ru.InputTokens, ru.OutputTokens = u.InputTokens, u.OutputTokens
 	ru.InputTokensDetails.CachedTokens = u.InputTokensDetails.CachedTokens
 	ru.InputTokensDetails.CacheWriteTokens = u.InputTokensDetails.CacheWriteTokens
+	ru.OutputTokensDetails.ReasoningTokens = u.OutputTokensDetails.ReasoningTokens
 	return ResponseUsageOf(ru)
 }
 
 // ResponseBodyUsage reads the usage of a Responses API response body, as
-// ResponseUsageOf; ok is false when the body has none.
-func ResponseBodyUsage(body []byte) (events.Usage, bool) {
+// ResponseUsageOf, and its service tier (ServiceTierOf); ok is false when
+// the body has no usage.
+func ResponseBodyUsage(body []byte) (u events.Usage, tier string, ok bool) {
 	return bodyUsage[wireResponseUsage](body)
 }
 
@@ -145,7 +159,8 @@ type wireChunk struct {
 			} `json:"function_call"`
 		} `json:"delta"`
 	} `json:"choices"`
-	Usage *wireChatUsage `json:"usage"`
+	Usage       *wireChatUsage `json:"usage"`
+	ServiceTier string         `json:"service_tier"`
 }
 
 // ObserveRaw takes one chunk of the stream into account as it came over
@@ -160,6 +175,7 @@ func (s *StreamUsage) ObserveRaw(data []byte) (usageOnly bool, err error) {
 	if c.Usage != nil {
 		s.usage, s.final = c.Usage.usage(), true
 	}
+	s.takeTier(c.ServiceTier)
 	for _, ch := range c.Choices {
 		d := &ch.Delta
 		if d.Content != "" || d.Refusal != "" || len(d.ToolCalls) > 0 || d.FunctionCall.Arguments != "" {
@@ -183,16 +199,18 @@ func (s *ResponseStreamUsage) ObserveRaw(name string, data []byte) error {
 		name = t.Type
 	}
 	switch {
-	case endsResponse(name):
+	case endsResponse(name) || carriesResponse(name):
 		var ev struct {
 			Response struct {
-				Usage *wireResponseUsage `json:"usage"`
+				Usage       *wireResponseUsage `json:"usage"`
+				ServiceTier string             `json:"service_tier"`
 			} `json:"response"`
 		}
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return err
 		}
-		if ev.Response.Usage != nil {
+		s.takeTier(ev.Response.ServiceTier)
+		if ev.Response.Usage != nil && endsResponse(name) {
 			s.usage, s.final = ev.Response.Usage.usage(), true
 		}
 	case countsAsOutput(name):

@@ -97,11 +97,13 @@ type BodyCase struct {
 	Path   string // matched with Match
 	Header map[string]string
 	Body   string
-	// Usage and ProviderID are what BodyUsage must return; NoUsage says
-	// the body carries none (ok false).
-	Usage      events.Usage
-	ProviderID string
-	NoUsage    bool
+	// Usage, ProviderID and ServiceTier are what BodyUsage must return
+	// (the tier in the contract's form, "" when the body names none);
+	// NoUsage says the body carries none (ok false).
+	Usage       events.Usage
+	ProviderID  string
+	ServiceTier string
+	NoUsage     bool
 }
 
 // Event is one server-sent event: its name ("" for a data-only event) and
@@ -122,9 +124,11 @@ type StreamCase struct {
 	Request string
 	Header  map[string]string
 	Events  []Event
-	// Usage, ProviderID: the stream's after every event.
-	Usage      events.Usage
-	ProviderID string
+	// Usage, ProviderID, ServiceTier: the stream's after every event
+	// (the tier in the contract's form, "" when the stream names none).
+	Usage       events.Usage
+	ProviderID  string
+	ServiceTier string
 	// Incomplete: the events stop before the stream's end event, so
 	// Complete must stay false.
 	Incomplete bool

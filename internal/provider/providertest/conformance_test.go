@@ -65,35 +65,48 @@ func (a acme) Inspect(_ provider.Route, body []byte) provider.Request {
 }
 
 type acmeUsage struct {
-	In  int64 `json:"in"`
-	Out int64 `json:"out"`
+	In    int64 `json:"in"`
+	Out   int64 `json:"out"`
+	Think int64 `json:"think"` // part of out
 }
 
 func (a acme) usage(u *acmeUsage) events.Usage {
 	if a.bug != "negative-usage" {
-		u.In, u.Out = max(u.In, 0), max(u.Out, 0)
+		u.In, u.Out, u.Think = max(u.In, 0), max(u.Out, 0), max(u.Think, 0)
 	}
-	return events.Usage{InputTokens: u.In, OutputTokens: u.Out}
+	if a.bug != "reasoning-unclamped" {
+		u.Think = min(u.Think, u.Out)
+	}
+	return events.Usage{InputTokens: u.In, OutputTokens: u.Out, ReasoningTokens: u.Think}
 }
 
-func (a acme) BodyUsage(_ provider.Route, _ http.Header, body []byte) (events.Usage, string, bool) {
+func (a acme) tier(reported string) string {
+	if a.bug == "tier-raw" {
+		return reported
+	}
+	return events.ServiceTier(reported)
+}
+
+func (a acme) BodyUsage(_ provider.Route, _ http.Header, body []byte) (provider.Answer, bool) {
 	var r struct {
 		ID    string     `json:"id"`
+		Tier  string     `json:"tier"`
 		Usage *acmeUsage `json:"usage"`
 	}
 	if json.Unmarshal(body, &r) != nil || r.Usage == nil {
-		return events.Usage{}, "", false
+		return provider.Answer{}, false
 	}
 	if len(r.ID) > events.MaxProviderReqID {
 		r.ID = ""
 	}
-	return a.usage(r.Usage), r.ID, true
+	return provider.Answer{Usage: a.usage(r.Usage), ProviderID: r.ID, ServiceTier: a.tier(r.Tier)}, true
 }
 
 type acmeStream struct {
 	a    acme
 	u    events.Usage
 	id   string
+	tier string
 	done bool
 }
 
@@ -105,6 +118,7 @@ func (s *acmeStream) Observe(_ string, data []byte) provider.Verdict {
 	var ev struct {
 		Type  string     `json:"type"`
 		ID    string     `json:"id"`
+		Tier  string     `json:"tier"`
 		Usage *acmeUsage `json:"usage"`
 	}
 	if json.Unmarshal(data, &ev) != nil {
@@ -117,6 +131,7 @@ func (s *acmeStream) Observe(_ string, data []byte) provider.Verdict {
 		if len(ev.ID) <= events.MaxProviderReqID {
 			s.id = ev.ID
 		}
+		s.tier = s.a.tier(ev.Tier)
 	case "end":
 		s.done = true
 	}
@@ -125,7 +140,7 @@ func (s *acmeStream) Observe(_ string, data []byte) provider.Verdict {
 		if ev.Type == "start" {
 			s.u.InputTokens = u.InputTokens
 		} else {
-			s.u.OutputTokens = u.OutputTokens
+			s.u.OutputTokens, s.u.ReasoningTokens = u.OutputTokens, u.ReasoningTokens
 		}
 	}
 	return provider.Verdict{}
@@ -134,6 +149,7 @@ func (s *acmeStream) Observe(_ string, data []byte) provider.Verdict {
 func (s *acmeStream) Usage() events.Usage { return s.u }
 func (s *acmeStream) Complete() bool      { return s.done }
 func (s *acmeStream) ProviderID() string  { return s.id }
+func (s *acmeStream) ServiceTier() string { return s.tier }
 
 // acmeError is the error of acme's "SDK" for an error response.
 type acmeError struct {
@@ -253,10 +269,10 @@ func acmeErrorJSON(typ, msg string) string {
 func acmeFeatures() Features {
 	sse := map[string]string{"Content-Type": "text/event-stream"}
 	stream := []Event{
-		{Data: `{"type":"start","id":"cmp_1","usage":{"in":40}}`},
+		{Data: `{"type":"start","id":"cmp_1","tier":"Flex","usage":{"in":40}}`},
 		{Data: `{"type":"delta","text":"Hel"}`},
 		{Data: `{"type":"delta","text":"lo"}`},
-		{Data: `{"type":"end","usage":{"out":2}}`},
+		{Data: `{"type":"end","usage":{"out":2,"think":1}}`},
 	}
 	return Features{
 		Name:      "acme",
@@ -267,13 +283,16 @@ func acmeFeatures() Features {
 			{Name: "stream", Path: "/v1/complete", Body: `{"model":"a1","stream":true}`, Model: "a1", Stream: true},
 		},
 		Bodies: []BodyCase{
-			{Name: "usage", Path: "/v1/complete", Body: `{"id":"cmp_1","text":"hi","usage":{"in":12,"out":3}}`, Usage: events.Usage{InputTokens: 12, OutputTokens: 3}, ProviderID: "cmp_1"},
+			{Name: "usage", Path: "/v1/complete", Body: `{"id":"cmp_1","text":"hi","tier":"Priority","usage":{"in":12,"out":3,"think":2}}`,
+				Usage: events.Usage{InputTokens: 12, OutputTokens: 3, ReasoningTokens: 2}, ProviderID: "cmp_1", ServiceTier: "priority"},
+			{Name: "reasoning above output", Path: "/v1/complete", Body: `{"id":"cmp_3","usage":{"in":1,"out":3,"think":9}}`,
+				Usage: events.Usage{InputTokens: 1, OutputTokens: 3, ReasoningTokens: 3}, ProviderID: "cmp_3"},
 			{Name: "no usage", Path: "/v1/complete", Body: `{"id":"cmp_2"}`, NoUsage: true},
 		},
 		Streams: []StreamCase{
 			{
 				Name: "complete", Path: "/v1/complete", Request: `{"model":"a1","stream":true}`, Header: sse, Events: stream,
-				Usage: events.Usage{InputTokens: 40, OutputTokens: 2}, ProviderID: "cmp_1",
+				Usage: events.Usage{InputTokens: 40, OutputTokens: 2, ReasoningTokens: 1}, ProviderID: "cmp_1", ServiceTier: "flex",
 				Cuts: []Cut{
 					{After: 1, Usage: events.Usage{InputTokens: 40}, Lost: "the output: it comes in the end event"},
 					{After: 3, Usage: events.Usage{InputTokens: 40}, Lost: "the output"},
@@ -282,7 +301,7 @@ func acmeFeatures() Features {
 			{
 				Name: "error midway", Path: "/v1/complete", Request: `{"model":"a1","stream":true}`, Header: sse,
 				Events: append(slices.Clone(stream[:2]), Event{Data: `{"type":"error","error":{"type":"overloaded","message":"busy"}}`}),
-				Usage:  events.Usage{InputTokens: 40}, ProviderID: "cmp_1", Incomplete: true, Errors: []int{2},
+				Usage:  events.Usage{InputTokens: 40}, ProviderID: "cmp_1", ServiceTier: "flex", Incomplete: true, Errors: []int{2},
 			},
 		},
 		StreamErrors: []StreamErrorCase{
@@ -463,6 +482,12 @@ func TestConformanceCatchesBrokenProviders(t *testing.T) {
 		{"inspect-panics", []string{"requests-invariants"}},
 		{"inspect-rewrites", []string{"requests", "requests-invariants"}},
 		{"negative-usage", []string{"usage-body-invariants", "usage-stream-invariants"}},
+		// Reasoning reported above the output is kept: the usage breaks
+		// the contract's subset rule.
+		{"reasoning-unclamped", []string{"usage-body"}},
+		// The tier is passed on as the provider wrote it ("Priority"),
+		// not in the contract's form.
+		{"tier-raw", []string{"usage-body", "usage-body-invariants", "usage-stream", "usage-stream-invariants"}},
 		{"final-500", []string{"classify-invariants", "errorbody-invariants"}},
 		{"greedy-classifier", []string{"classify-invariants", "classify-sdk", "classify-sdk-faults", "classify-sdk-timeouts", "errorbody-sdk"}},
 	}

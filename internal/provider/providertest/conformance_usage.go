@@ -20,23 +20,24 @@ func testBodies(t suiteT, p provider.Provider, f *Features) {
 	for _, bc := range f.Bodies {
 		t.Run(bc.Name, func(t suiteT) {
 			rt := mustMatch(t, p, bc.Path)
-			u, id, ok := bodyUsage(t, p, rt, header(bc.Header), []byte(bc.Body))
+			a, ok := bodyUsage(t, p, rt, header(bc.Header), []byte(bc.Body))
 			if bc.NoUsage {
 				assert.False(t, ok, "BodyUsage: the body carries no usage")
-				assert.Zero(t, u, "usage of a body without usage")
+				assert.Zero(t, a.Usage, "usage of a body without usage")
 				return
 			}
 			assert.True(t, ok, "BodyUsage: the body carries usage")
-			assert.Equal(t, bc.Usage, u, "usage")
-			assert.Equal(t, bc.ProviderID, id, "provider ID")
+			assert.Equal(t, bc.Usage, a.Usage, "usage")
+			assert.Equal(t, bc.ProviderID, a.ProviderID, "provider ID")
+			assert.Equal(t, bc.ServiceTier, a.ServiceTier, "service tier")
 		})
 	}
 }
 
-func bodyUsage(t suiteT, p provider.Provider, rt provider.Route, h map[string][]string, body []byte) (u events.Usage, id string, ok bool) {
+func bodyUsage(t suiteT, p provider.Provider, rt provider.Route, h map[string][]string, body []byte) (a provider.Answer, ok bool) {
 	t.Helper()
-	noPanic(t, "BodyUsage("+describe(body)+")", func() { u, id, ok = p.BodyUsage(rt, h, body) })
-	return u, id, ok
+	noPanic(t, "BodyUsage("+describe(body)+")", func() { a, ok = p.BodyUsage(rt, h, body) })
+	return a, ok
 }
 
 // testBodyInvariants checks what every provider's BodyUsage does: no
@@ -54,15 +55,15 @@ func testBodyInvariants(t suiteT, p provider.Provider, f *Features) {
 			continue
 		}
 		for _, b := range append(notJSONBytes(), garbage(8)...) {
-			u, id, ok := bodyUsage(t, p, rt, nil, b)
+			a, ok := bodyUsage(t, p, rt, nil, b)
 			assert.False(t, ok, "BodyUsage(%s, %s): a body that is not JSON has no usage", rc.Path, describe(b))
-			assert.Zero(t, u, "BodyUsage(%s, %s)", rc.Path, describe(b))
-			assert.Empty(t, id, "BodyUsage(%s, %s)", rc.Path, describe(b))
+			assert.Zero(t, a, "BodyUsage(%s, %s)", rc.Path, describe(b))
 		}
 		for _, b := range mangled(samples, oddJSON) {
-			u, id, _ := bodyUsage(t, p, rt, nil, b)
-			checkUsage(t, u, "BodyUsage(%s, %s)", rc.Path, describe(b))
-			checkID(t, id, "BodyUsage(%s, %s)", rc.Path, describe(b))
+			a, _ := bodyUsage(t, p, rt, nil, b)
+			checkUsage(t, a.Usage, "BodyUsage(%s, %s)", rc.Path, describe(b))
+			checkID(t, a.ProviderID, "BodyUsage(%s, %s)", rc.Path, describe(b))
+			checkTier(t, a.ServiceTier, "BodyUsage(%s, %s)", rc.Path, describe(b))
 		}
 	}
 }
@@ -83,6 +84,7 @@ func testStreams(t suiteT, p provider.Provider, f *Features) {
 			}
 			assert.Equal(t, sc.Usage, s.Usage(), "usage")
 			assert.Equal(t, sc.ProviderID, s.ProviderID(), "provider ID")
+			assert.Equal(t, sc.ServiceTier, s.ServiceTier(), "service tier")
 			assert.Equal(t, !sc.Incomplete, s.Complete(), "complete")
 		})
 	}
@@ -145,6 +147,7 @@ func testStreamInvariants(t suiteT, p provider.Provider, f *Features) {
 				}
 				checkUsage(t, s.Usage(), "usage after %d events", i)
 				checkID(t, s.ProviderID(), "provider ID after %d events", i)
+				checkTier(t, s.ServiceTier(), "service tier after %d events", i)
 			}
 
 			names := []string{"", "bogus"}
@@ -168,6 +171,7 @@ func testStreamInvariants(t suiteT, p provider.Provider, f *Features) {
 					observe(t, s, Event{Name: name, Data: string(d)})
 					checkUsage(t, s.Usage(), "usage after the event %q %s", name, describe(d))
 					checkID(t, s.ProviderID(), "provider ID after the event %q %s", name, describe(d))
+					checkTier(t, s.ServiceTier(), "service tier after the event %q %s", name, describe(d))
 					observe(t, whole, Event{Name: name, Data: string(d)})
 					checkUsage(t, whole.Usage(), "usage of the stream after the event %q %s", name, describe(d))
 				}
@@ -176,11 +180,27 @@ func testStreamInvariants(t suiteT, p provider.Provider, f *Features) {
 	}
 }
 
-// checkUsage fails t when a count of u is negative.
+// checkUsage fails t when a count of u is negative, or a subset exceeds
+// its whole (the 1-hour cache write its cache write, the reasoning its
+// output).
 func checkUsage(t suiteT, u events.Usage, format string, args ...any) {
 	t.Helper()
-	if u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadInputTokens < 0 || u.CacheCreationInputTokens < 0 {
+	if u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadInputTokens < 0 || u.CacheCreationInputTokens < 0 ||
+		u.CacheCreation1hInputTokens < 0 || u.ReasoningTokens < 0 {
 		t.Errorf("%s: negative usage %+v", fmt.Sprintf(format, args...), u)
+	}
+	if u.CacheCreation1hInputTokens > u.CacheCreationInputTokens || u.ReasoningTokens > u.OutputTokens {
+		t.Errorf("%s: a subset exceeds its whole in %+v", fmt.Sprintf(format, args...), u)
+	}
+}
+
+// checkTier fails t when tier is not in the contract's form (what
+// events.ServiceTier makes of it).
+func checkTier(t suiteT, tier string, format string, args ...any) {
+	t.Helper()
+	if events.ServiceTier(tier) != tier {
+		t.Errorf("%s: service tier %q is not in the contract's form (lower case, at most %d bytes of a-z, 0-9, '_', '-')",
+			fmt.Sprintf(format, args...), tier, events.MaxServiceTierLength)
 	}
 }
 

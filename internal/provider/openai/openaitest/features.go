@@ -155,6 +155,31 @@ func Features(name, idHeader string) providertest.Features {
 				Usage: events.Usage{InputTokens: 3000, OutputTokens: 400, CacheReadInputTokens: 2048, CacheCreationInputTokens: 512}, ProviderID: id("req_2"),
 			},
 			{
+				Name: "chat: reasoning is part of the output; the default tier is standard", Path: chat,
+				Body: `{"id":"c","service_tier":"default","usage":{"prompt_tokens":100,"completion_tokens":900,"total_tokens":1000,` +
+					`"prompt_tokens_details":{"cached_tokens":64},"completion_tokens_details":{"reasoning_tokens":768,"audio_tokens":0}}}`,
+				Usage:       events.Usage{InputTokens: 100, OutputTokens: 900, CacheReadInputTokens: 64, ReasoningTokens: 768},
+				ServiceTier: "standard",
+			},
+			{
+				Name: "chat: the flex tier; reasoning above the output is cut to it", Path: chat,
+				Body:        `{"service_tier":"flex","usage":{"prompt_tokens":1,"completion_tokens":2,"completion_tokens_details":{"reasoning_tokens":5}}}`,
+				Usage:       events.Usage{InputTokens: 1, OutputTokens: 2, ReasoningTokens: 2},
+				ServiceTier: "flex",
+			},
+			{
+				Name: "responses: reasoning and the priority tier", Path: responses,
+				Body: `{"id":"r","service_tier":"priority","usage":{"input_tokens":300,"input_tokens_details":{"cached_tokens":256},` +
+					`"output_tokens":500,"output_tokens_details":{"reasoning_tokens":384}}}`,
+				Usage:       events.Usage{InputTokens: 300, OutputTokens: 500, CacheReadInputTokens: 256, ReasoningTokens: 384},
+				ServiceTier: "priority",
+			},
+			{
+				Name: "the auto tier is what a request asks, not what served it", Path: chat,
+				Body:  `{"service_tier":"auto","usage":{"prompt_tokens":1,"completion_tokens":1}}`,
+				Usage: events.Usage{InputTokens: 1, OutputTokens: 1},
+			},
+			{
 				Name: "embeddings have no output", Path: "/v1/embeddings",
 				Body:  `{"object":"list","data":[],"usage":{"prompt_tokens":42,"total_tokens":42}}`,
 				Usage: events.Usage{InputTokens: 42},
@@ -203,6 +228,30 @@ func Features(name, idHeader string) providertest.Features {
 				Usage: events.Usage{InputTokens: 30, OutputTokens: 2, CacheReadInputTokens: 10}, ProviderID: id("req_s"),
 				Cuts: []providertest.Cut{
 					{After: 4, Usage: events.Usage{OutputTokens: 2}, Lost: "the input, and the output beyond one token per delta event (audio not counted): the response's usage comes with its last event"},
+				},
+			},
+			{
+				Name: "chat: reasoning and the tier of the chunks", Path: chat, Request: streamAsking, Header: sse,
+				Events: []providertest.Event{
+					{Data: `{"id":"c2","service_tier":"default","choices":[{"index":0,"delta":{"content":"Hi"}}],"usage":null}`},
+					{Data: `{"id":"c2","service_tier":"default","choices":[],"usage":{"prompt_tokens":50,"completion_tokens":700,"completion_tokens_details":{"reasoning_tokens":650}}}`},
+					{Data: "[DONE]"},
+				},
+				Usage: events.Usage{InputTokens: 50, OutputTokens: 700, ReasoningTokens: 650}, ProviderID: id("req_s"), ServiceTier: "standard",
+				Cuts: []providertest.Cut{
+					{After: 1, Usage: events.Usage{OutputTokens: 1}, Lost: "the input, the reasoning and the output beyond one token per content chunk: they come in the last chunk"},
+				},
+			},
+			{
+				Name: "responses: reasoning and the tier", Path: responses, Request: `{"model":"r","stream":true}`, Header: sse,
+				Events: []providertest.Event{
+					{Name: "response.created", Data: `{"type":"response.created","response":{"id":"r","service_tier":"flex","usage":null}}`},
+					{Name: "response.output_text.delta", Data: `{"type":"response.output_text.delta","delta":"Hi"}`},
+					{Name: "response.completed", Data: `{"type":"response.completed","response":{"id":"r","service_tier":"flex","usage":{"input_tokens":30,"output_tokens":90,"output_tokens_details":{"reasoning_tokens":80}}}}`},
+				},
+				Usage: events.Usage{InputTokens: 30, OutputTokens: 90, ReasoningTokens: 80}, ProviderID: id("req_s"), ServiceTier: "flex",
+				Cuts: []providertest.Cut{
+					{After: 2, Usage: events.Usage{OutputTokens: 1}, Lost: "the input, the reasoning and the output beyond one token per delta: the usage comes with the last event"},
 				},
 			},
 			{
