@@ -22,11 +22,14 @@ func ForwardOnly(prev, next *pricing.Catalog, now time.Time) bool {
 		key
 		from time.Time
 	}
-	strip := func(e pricing.Entry) pricing.Entry {
-		e.Source, e.ReadOn = "", time.Time{} // not prices (Version ignores them)
-		return e
+	// The prices of an entry: its rates and long-context tiers (its
+	// source, reading date and note are not prices).
+	type prices struct {
+		pricing.Rates
+		Tiers []pricing.Tier
 	}
-	old := map[dated]pricing.Entry{}
+	strip := func(e pricing.Entry) prices { return prices{e.Rates, e.Tiers} }
+	old := map[dated]prices{}
 	keys := map[key]bool{}
 	for _, e := range prev.Entries() {
 		k := key{e.Provider, e.Model, e.ServiceTier}
