@@ -46,8 +46,14 @@ type Request struct {
 	// cut before its usage chunk): apart from Usage and Billed, which it
 	// is never part of.
 	EstimatedInputTokens int64
-	FirstStartedAt       time.Time
-	LastFinishedAt       time.Time
+	// UsageCost is the winning attempt's money and BilledCost every
+	// attempt's, each at its own price, in nano-US-dollars (1e-9 USD);
+	// the tokens (input and output) of attempts without a price are
+	// counted apart, never as $0.
+	UsageCost, BilledCost                     int64
+	UnpricedUsageTokens, UnpricedBilledTokens int64
+	FirstStartedAt                            time.Time
+	LastFinishedAt                            time.Time
 }
 
 // Session is the ledger's rollup of one session (bucket ledger_sessions).
@@ -64,6 +70,10 @@ type Session struct {
 	// EstimatedInputTokens is the sum of the requests' estimated input,
 	// apart from Usage and Billed.
 	EstimatedInputTokens int64
+	// UsageCost, BilledCost (nano-USD) and the unpriced tokens are the
+	// sums of the requests' (Request).
+	UsageCost, BilledCost                     int64
+	UnpricedUsageTokens, UnpricedBilledTokens int64
 	// Saturated reports that a sum reached 2^63-1 and stopped there.
 	Saturated bool
 }
@@ -150,10 +160,15 @@ func (l *Ledger) lookupRequest(t testing.TB, requestID string) (Request, error) 
 	if err := l.lookup(t, names.RequestsBucket, requestID, &r); err != nil {
 		return Request{}, err
 	}
-	// The record's contract fields, as they are: Request has the same
-	// fields (it drops only their JSON names), so the conversion stops
-	// compiling the day they differ.
-	return Request(r.View()), nil
+	v := r.View()
+	return Request{
+		RequestID: v.RequestID, SessionID: v.SessionID, Provider: v.Provider, Model: v.Model, Status: v.Status,
+		Attempts: v.Attempts, WinningAttempt: v.WinningAttempt, Usage: v.Usage, Billed: v.Billed,
+		EstimatedInputTokens: v.EstimatedInputTokens,
+		UsageCost:            int64(v.UsageCost), BilledCost: int64(v.BilledCost),
+		UnpricedUsageTokens: v.UnpricedUsageTokens, UnpricedBilledTokens: v.UnpricedBilledTokens,
+		FirstStartedAt: v.FirstStartedAt, LastFinishedAt: v.LastFinishedAt,
+	}, nil
 }
 
 // lookupSession reads the record of sessionID; errEmpty or errNoRecord
@@ -168,7 +183,10 @@ func (l *Ledger) lookupSession(t testing.TB, sessionID string) (Session, error) 
 	return Session{
 		SessionID: v.SessionID, Requests: v.Requests, Succeeded: v.Succeeded, Failed: v.Failed,
 		Pending: v.Pending, Attempts: v.Attempts, Usage: v.Usage, Billed: v.Billed,
-		EstimatedInputTokens: v.EstimatedInputTokens, Saturated: v.Saturated,
+		EstimatedInputTokens: v.EstimatedInputTokens,
+		UsageCost:            int64(v.UsageCost), BilledCost: int64(v.BilledCost),
+		UnpricedUsageTokens: v.UnpricedUsageTokens, UnpricedBilledTokens: v.UnpricedBilledTokens,
+		Saturated: v.Saturated,
 	}, nil
 }
 

@@ -8,7 +8,12 @@
 #   3. 4 processes call one fake provider with a tier limit, with the
 #      fleet's limits off, then on (fewer 429s);
 #   4. we wait until the ledger has applied every event, print the report,
-#      verify it against a recomputation from the stream, and stop the aggregator with SIGTERM (it finishes its batch and exits).
+#      verify it against a recomputation from the stream;
+#   5. the wrong-price story: the ledger was priced with a catalog whose
+#      gpt-4.1-mini input price is ten times too high; the fixed catalog is
+#      loaded, verify reports the drift in money, a rebuild re-prices the
+#      whole history, verify says identical; then we stop the aggregator
+#      with SIGTERM (it finishes its batch and exits).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +31,27 @@ fi
 
 rm -rf "$RUN_DIR"
 mkdir -p "$RUN_DIR"
+
+# A user's catalog over the default one: the models the simulated fleet
+# calls, with gpt-4.1-mini's input price entered wrong ($4.00 per million
+# tokens instead of $0.40: the LiteLLM #9833 kind of slip).
+prices() {
+  cat <<JSON
+{"entries": [
+ {"provider": "anthropic", "model": "claude-sonnet-4-5", "effective_from": "2025-09-29", "input": "3", "output": "15", "cache_read": "0.30", "cache_write": "3.75", "cache_write_1h": "6",
+  "source": "https://platform.claude.com/docs/en/about-claude/pricing", "read_on": "2026-12-04"},
+ {"provider": "openai", "model": "gpt-4.1-mini", "effective_from": "2025-04-14", "input": "$1", "output": "1.60", "cache_read": "0.10",
+  "source": "https://platform.openai.com/docs/pricing", "read_on": "2026-12-04"},
+ {"provider": "gemini", "model": "gemini-2.5-flash", "effective_from": "2025-06-17", "input": "0.30", "output": "2.50", "cache_read": "0.03",
+  "source": "https://ai.google.dev/gemini-api/docs/pricing", "read_on": "2026-12-04"}
+]}
+JSON
+}
+prices 4.00 >"$RUN_DIR/prices-wrong.json"
+prices 0.40 >"$RUN_DIR/prices.json"
+echo "== loading the price catalog (with gpt-4.1-mini's input price wrong)"
+"$BIN/aggregator" prices load --store-dir "$RUN_DIR" --log-level warn "$RUN_DIR/prices-wrong.json"
+
 echo "== starting the aggregator (embedded NATS, store in $RUN_DIR)"
 "$BIN/aggregator" run --store-dir "$RUN_DIR" --log-level warn 2>"$RUN_DIR/aggregator.log" &
 agg=$!
@@ -67,6 +93,22 @@ echo "== the ledger (usage = winning attempts; billed = every attempt; overhead 
 
 echo "== verifying the ledger against a recomputation from the stream"
 "$BIN/aggregator" verify --nats-url "$URL"
+
+echo "== the wrong price fixed: loading the catalog with gpt-4.1-mini at \$0.40 per million input tokens"
+"$BIN/aggregator" prices load --nats-url "$URL" "$RUN_DIR/prices.json"
+"$BIN/aggregator" prices --nats-url "$URL"
+echo "== verify: the recorded money drifts from the fixed catalog's (exit 1 expected)"
+if "$BIN/aggregator" verify --nats-url "$URL" --limit 6; then
+  echo "run: verify found no drift in money after the price was fixed" >&2
+  exit 1
+fi
+echo "== rebuild: the whole history re-priced with the fixed catalog, live"
+"$BIN/aggregator" rebuild --nats-url "$URL"
+"$BIN/aggregator" wait --nats-url "$URL" --timeout 60s
+echo "== verify after the rebuild"
+"$BIN/aggregator" verify --nats-url "$URL"
+echo "== the ledger in money, re-priced"
+"$BIN/aggregator" report --nats-url "$URL"
 
 stop_agg
 trap - EXIT

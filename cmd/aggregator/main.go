@@ -7,6 +7,8 @@
 //	aggregator wait [flags]       wait until the ledger has caught up
 //	aggregator rebuild [flags]    rebuild the ledger from the stream, live
 //	aggregator verify [flags]     compare the live ledger with a recomputation
+//	aggregator prices [flags]     list the price catalogs (the ledger's, the current one)
+//	aggregator prices load FILE   store a price catalog and make it current
 //
 // Every subcommand takes the nats CLI's connection flags (--nats-url,
 // --creds, --nkey, --tls-ca, --tls-cert, --tls-key, --context, and their
@@ -55,7 +57,7 @@ func main() {
 	})
 }
 
-const usage = `usage: aggregator [run|report|wait|rebuild|verify] [flags]
+const usage = `usage: aggregator [run|report|wait|rebuild|verify|prices] [flags]
 
   run     project LEDGER_ATTEMPTS into the ledger until SIGINT/SIGTERM (default)
   report  print the ledger per session: usage, billed, retry overhead
@@ -65,7 +67,11 @@ const usage = `usage: aggregator [run|report|wait|rebuild|verify] [flags]
           (--accept-loss: from what the stream still holds, recording the loss)
   verify  recompute the ledger from the stream and compare it with the live
           one (exit 0: identical, 1: drift, 2: error or could not compare,
-          say the client dropped messages)
+          say the client dropped messages; a loaded price catalog that
+          changes recorded prices shows as a drift in money)
+  prices  list the price catalogs in ledger_prices: the one the ledger
+          prices with and the current one; 'prices load FILE' stores a
+          catalog and makes it current (the ledger adopts it by a rebuild)
 
 Every command takes the connection flags --nats-url, --creds, --nkey,
 --tls-ca, --tls-cert, --tls-key and --context (or $NATS_URL, $NATS_CREDS,
@@ -96,6 +102,8 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = rebuildCmd(ctx, args, stdout, stderr)
 	case "verify":
 		err = verifyCmd(ctx, args, stdout, stderr, replay.Options{})
+	case "prices":
+		err = pricesCmd(ctx, args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return cli.ExitOK

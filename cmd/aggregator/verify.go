@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentledger/ledger/internal/cli"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/progress"
 	"github.com/agentledger/ledger/internal/replay"
 )
@@ -104,9 +105,14 @@ func writeDriftTable(w io.Writer, d *replay.Drift, limit int) error {
 	}
 	verdict := "identical"
 	if !d.Identical() {
-		verdict = fmt.Sprintf("%s, %s and %s differ; live minus recomputed: usage %s tokens, billed %s tokens",
+		verdict = fmt.Sprintf("%s, %s and %s differ; live minus recomputed: usage %s tokens, billed %s tokens; in money: usage %s, billed %s USD, unpriced %s tokens",
 			plural(d.SessionsDiffer, "session"), plural(d.RequestsDiffer, "request"), plural(d.RejectionsDiffer, "rejection"),
-			signed(d.UsageTokenDelta), signed(d.BilledTokenDelta))
+			signed(d.UsageTokenDelta), signed(d.BilledTokenDelta), signedMoney(d.UsageCostDelta), signedMoney(d.BilledCostDelta),
+			signed(d.UnpricedTokenDelta))
+	}
+	if d.Prices != "" && d.Prices != d.LedgerPrices {
+		fmt.Fprintf(w, "recomputed with the current price catalog %s; the ledger prices with %s: `aggregator rebuild` re-prices its history\n",
+			d.Prices, orNone(d.LedgerPrices))
 	}
 	_, err := fmt.Fprintf(w, "checked %s, %s and %s at live checkpoint %d: %s\n",
 		plural(d.SessionsChecked, "session"), plural(d.RequestsChecked, "request"), plural(d.RejectionsChecked, "rejection"),
@@ -128,6 +134,14 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return progress.Count(uint64(n)) + " " + what + "s"
+}
+
+// signedMoney writes m in US dollars with its sign.
+func signedMoney(m pricing.Money) string {
+	if m > 0 {
+		return "+" + m.String()
+	}
+	return m.String()
 }
 
 // signed writes n with its sign and thousands separators.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,8 +24,12 @@ import (
 // The hidden subcommands run in child processes.
 const (
 	childAggregate = "aggregate"
-	childRaw       = "raw"
-	childRebuild   = "rebuild" // after verify
+	// childAggregateUnpriced is the aggregator without pricing (every
+	// attempt unpriced, no catalog lookup), into buckets of its own, run
+	// before childAggregate on the same stream: the cost of pricing.
+	childAggregateUnpriced = "aggregate-unpriced"
+	childRaw               = "raw"
+	childRebuild           = "rebuild" // after verify
 )
 
 // childResult is what a child prints on stdout, as JSON.
@@ -81,6 +86,9 @@ func runChild(kind string, args []string) error {
 		res, err = rawConsume(ctx, js, *last)
 	case childRebuild:
 		res, err = rebuild(ctx, js, *last, *batch)
+	case childAggregateUnpriced:
+		res, err = aggregateWith(ctx, js, *last, projection.Config{JS: js, BatchSize: *batch, LeaseTTL: time.Second,
+			Names: unpricedNames, Apply: (*projection.Request).Apply})
 	default:
 		res, err = aggregate(ctx, js, *last, *batch)
 	}
@@ -140,12 +148,43 @@ func rawConsume(ctx context.Context, js jetstream.JetStream, last uint64) (child
 	return childResult{Events: got, Seconds: elapsed.Seconds(), Rate: float64(got) / elapsed.Seconds()}, nil
 }
 
-// aggregate runs the aggregator into empty buckets until its checkpoint
-// reaches last.
+// unpricedNames are the buckets of childAggregateUnpriced.
+var unpricedNames = projection.Names{Requests: "bench_unpriced_requests", Sessions: "bench_unpriced_sessions",
+	State: "bench_unpriced_state", Rejected: "BENCH_UNPRICED_REJECTED", RejectedPrefix: "bench.unpriced.rejected."}
+
+// aggregate runs the aggregator, pricing every attempt as it ships, into
+// empty buckets until its checkpoint reaches last.
 func aggregate(ctx context.Context, js jetstream.JetStream, last uint64, batch int) (childResult, error) {
+	return aggregateWith(ctx, js, last, projection.Config{JS: js, BatchSize: batch, LeaseTTL: time.Second})
+}
+
+// readCheckpointOf reads the checkpoint sequence in a state bucket, as
+// projection.ReadCheckpoint does for the live one.
+func readCheckpointOf(ctx context.Context, js jetstream.JetStream, state string) (uint64, error) {
+	if state == "" || state == names.StateBucket {
+		return projection.ReadCheckpoint(ctx, js)
+	}
+	kv, err := js.KeyValue(ctx, state)
+	if err != nil {
+		return 0, err
+	}
+	e, err := kv.Get(ctx, names.CheckpointKey)
+	if err != nil {
+		return 0, err
+	}
+	var cp struct {
+		Seq uint64 `json:"seq"`
+	}
+	err = json.Unmarshal(e.Value(), &cp)
+	return cp.Seq, err
+}
+
+// aggregateWith runs the aggregator configured by cfg into empty buckets
+// until its checkpoint reaches last.
+func aggregateWith(ctx context.Context, js jetstream.JetStream, last uint64, cfg projection.Config) (childResult, error) {
 	projection.LimitMemory() // as the aggregator command does
 	start := time.Now()
-	agg, err := projection.New(projection.Config{JS: js, BatchSize: batch, LeaseTTL: time.Second})
+	agg, err := projection.New(cfg)
 	if err != nil {
 		return childResult{}, err
 	}
@@ -156,7 +195,7 @@ func aggregate(ctx context.Context, js jetstream.JetStream, last uint64, batch i
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
-		seq, err := projection.ReadCheckpoint(ctx, js)
+		seq, err := readCheckpointOf(ctx, js, cfg.Names.State)
 		if err == nil && seq >= last {
 			break
 		}

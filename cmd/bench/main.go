@@ -29,7 +29,7 @@ import (
 func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case childAggregate, childRaw, childRebuild:
+		case childAggregate, childAggregateUnpriced, childRaw, childRebuild:
 			if err := runChild(os.Args[1], os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "bench:", err)
 				os.Exit(1)

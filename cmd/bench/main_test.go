@@ -91,7 +91,7 @@ func TestEvaluate(t *testing.T) {
 	res := results{
 		Workloads: []workloadResult{{Spec: bench.Spec{Name: "c"}, PublishRate: 200_000, Ratio: 0.4,
 			RebuildRatio: 0.5, VerifyRatio: 0.49, VerifyVsAggregator: 1.2, Aggregator: childRun{PeakRSSBytes: 100 << 20},
-			Verify: childRun{PeakRSSBytes: 300 << 20}}},
+			Verify: childRun{PeakRSSBytes: 300 << 20}, PricingCost: 0.08}},
 		Middleware: []middlewareResult{{Name: "mem", NsPerOp: 500, AllocsPerOp: 3, Target: true}, {Name: "nats", NsPerOp: 9000, AllocsPerOp: 40}},
 	}
 	got := map[string]bool{}
@@ -99,14 +99,15 @@ func TestEvaluate(t *testing.T) {
 		got[c.Target] = c.Pass
 	}
 	assert.Equal(t, map[string]bool{
-		"workload c: aggregator/raw >= 0.5":              false,
-		"workload c: rebuild/raw >= 0.5":                 true,
-		"workload c: verify >= aggregator catch-up rate": true,
-		"workload c: verify peak RSS < 256 MiB":          false,
-		"workload c: publish >= 150000 ev/s":             true,
-		"workload c: aggregator peak RSS < 256 MiB":      true,
-		"mem: < 2000 ns/op":                              true,
-		"mem: < 15 allocs/op":                            true,
+		"workload c: aggregator/raw >= 0.5":                    false,
+		"workload c: rebuild/raw >= 0.5":                       true,
+		"workload c: verify >= aggregator catch-up rate":       true,
+		"workload c: verify peak RSS < 256 MiB":                false,
+		"workload c: pricing costs <= 5% of the catch-up rate": false,
+		"workload c: publish >= 150000 ev/s":                   true,
+		"workload c: aggregator peak RSS < 256 MiB":            true,
+		"mem: < 2000 ns/op":                                    true,
+		"mem: < 15 allocs/op":                                  true,
 	}, got)
 }
 

@@ -30,6 +30,9 @@ const (
 	targetPeakRSSMiB   = 256
 	targetMiddlewareNs = 2000
 	targetAllocs       = 15
+	// targetPricingCost is the most of the aggregator's catch-up rate
+	// pricing may cost (issue 19).
+	targetPricingCost = 0.05
 )
 
 // childRun is a child's result plus what the parent measured of it.
@@ -48,6 +51,12 @@ type workloadResult struct {
 	Raw         childRun   `json:"raw_consume"`
 	Aggregator  childRun   `json:"aggregator"`
 	Ratio       float64    `json:"ratio"`
+	// AggregatorUnpriced is the aggregator's catch-up without pricing
+	// (run first, into buckets of its own, on the same stream);
+	// PricingCost is 1 - Aggregator.Rate / AggregatorUnpriced.Rate, the
+	// share of the catch-up rate pricing costs.
+	AggregatorUnpriced childRun `json:"aggregator_unpriced"`
+	PricingCost        float64  `json:"pricing_cost"`
 	// Verify is the aggregator verify command of the ledger the aggregator
 	// built, as it ships; Rebuild is aggregator rebuild of it (Rate: the
 	// projection phase). VerifyVsAggregator is verify's rate over the
@@ -287,9 +296,15 @@ func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResu
 	if w.Raw, err = runChildProcess(ctx, cfg, spec.Name, childRaw, url, last); err != nil {
 		return w, err
 	}
+	if w.AggregatorUnpriced, err = runChildProcess(ctx, cfg, spec.Name, childAggregateUnpriced, url, last); err != nil {
+		return w, err
+	}
 	if w.Aggregator, err = runChildProcess(ctx, cfg, spec.Name, childAggregate, url, last); err != nil {
 		return w, err
 	}
+	w.PricingCost = 1 - w.Aggregator.Rate/w.AggregatorUnpriced.Rate
+	fmt.Fprintf(os.Stderr, "workload %s: aggregator catch-up %.0f ev/s priced, %.0f ev/s unpriced: pricing costs %.1f%%\n",
+		spec.Name, w.Aggregator.Rate, w.AggregatorUnpriced.Rate, 100*w.PricingCost)
 	if cfg.Durable {
 		if w.Durable, err = runDurable(ctx, cfg, spec); err != nil {
 			return w, fmt.Errorf("durable: %w", err)

@@ -20,6 +20,8 @@ func evaluate(res results) []check {
 	for _, w := range res.Workloads {
 		cs = append(cs, check{fmt.Sprintf("workload %s: aggregator/raw >= %.1f", w.Spec.Name, targetRatio), fmt.Sprintf("%.2f", w.Ratio), w.Ratio >= targetRatio})
 		cs = append(cs, check{fmt.Sprintf("workload %s: rebuild/raw >= %.1f", w.Spec.Name, targetRatio), fmt.Sprintf("%.2f", w.RebuildRatio), w.RebuildRatio >= targetRatio})
+		cs = append(cs, check{fmt.Sprintf("workload %s: pricing costs <= %.0f%% of the catch-up rate", w.Spec.Name, 100*targetPricingCost),
+			fmt.Sprintf("%.1f%% (%.0f ev/s priced, %.0f unpriced)", 100*w.PricingCost, w.Aggregator.Rate, w.AggregatorUnpriced.Rate), w.PricingCost <= targetPricingCost})
 		cs = append(cs, check{fmt.Sprintf("workload %s: verify >= aggregator catch-up rate", w.Spec.Name), fmt.Sprintf("%.2fx", w.VerifyVsAggregator), w.VerifyVsAggregator >= 1})
 		vrss := mib(w.Verify.PeakRSSBytes)
 		cs = append(cs, check{fmt.Sprintf("workload %s: verify peak RSS < %d MiB", w.Spec.Name, targetPeakRSSMiB), fmt.Sprintf("%.0f MiB", vrss), vrss < targetPeakRSSMiB})

@@ -22,6 +22,7 @@ import (
 	"github.com/agentledger/ledger/internal/logflag"
 	"github.com/agentledger/ledger/internal/monitor"
 	"github.com/agentledger/ledger/internal/netlimit"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/provider"
 	_ "github.com/agentledger/ledger/internal/provider/builtin" // the providers the gateway speaks for
 	"github.com/agentledger/ledger/internal/retry"
@@ -77,6 +78,8 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // flags are the command's flags.
 type flags struct {
+	pricesFile                    string
+	prices                        *pricing.Catalog // the default catalog merged with --prices
 	conn                          connect.Options
 	logs                          logflag.Flags
 	listen                        string
@@ -148,6 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.outboxEvents, "outbox-max-events", emit.DefaultOutboxMaxEvents, "with --outbox: most unacknowledged events kept; when full, calls wait for acks and are refused past their deadline")
 	fs.Int64Var(&f.outboxBytes, "outbox-max-bytes", emit.DefaultOutboxMaxBytes, "with --outbox: most bytes of unacknowledged events kept")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long calls in flight may finish after SIGINT/SIGTERM before they are cut")
+	fs.StringVar(&f.pricesFile, "prices", "", "a price catalog `file` merged over the default catalog, to price each answer's attempt in the "+gateway.HeaderCost+" header (answers that are not streamed); the ledger prices with the catalog it records (aggregator prices)")
 	f.limits.register(fs)
 	f.compat.register(fs)
 	if err := cli.Parse(fs, args); err != nil {
@@ -157,6 +161,23 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		return nil, cli.Usagef("run takes no arguments, got %q", fs.Args())
 	}
 	return f, f.validate()
+}
+
+// loadPrices returns the default catalog merged with the catalog file
+// (none: the default alone).
+func loadPrices(file string) (*pricing.Catalog, error) {
+	if file == "" {
+		return pricing.Default(), nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	user, err := pricing.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return pricing.Default().Merge(user), nil
 }
 
 // validate checks what the gateway's packages would refuse later, naming
@@ -174,6 +195,9 @@ func (f *flags) validate() error {
 	var err error
 	if f.compatAPI, err = f.compat.parse(); err != nil {
 		return err
+	}
+	if f.prices, err = loadPrices(f.pricesFile); err != nil {
+		return cli.Usagef("--prices: %v", err)
 	}
 	if err := f.policy.Validate(); err != nil {
 		return cli.Usagef("--max-retries / --retry-base-delay / --retry-max-delay / --hint-cap: %v", err)
@@ -318,5 +342,6 @@ func newGateway(f *flags, l *ledgerConn, refusals *netlimit.Refusals, logger *sl
 		MaxResponseBytes:     f.maxResponse,
 		Logger:               logger,
 		Limits:               f.limits.gatewayLimits(refusals),
+		Prices:               f.prices,
 	})
 }

@@ -148,7 +148,7 @@ func attempt(n int, sid, rid string, i int, entropy *rand.ChaCha8) *events.Attem
 		Outcome:           events.OutcomeSuccess,
 		Final:             true,
 		Provider:          "anthropic",
-		Model:             "claude-bench",
+		Model:             "claude-opus-4-5-20251101", // a dated ID: priced through its family
 		Usage:             events.Usage{InputTokens: 1200, OutputTokens: 300, CacheReadInputTokens: 64},
 		StartedAt:         start,
 		FinishedAt:        start.Add(400 * time.Microsecond),

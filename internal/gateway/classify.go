@@ -18,6 +18,7 @@ type upstreamResponse struct {
 	status int
 	header http.Header
 	body   []byte
+	cost   string // HeaderCost's value; "" for none
 }
 
 // attemptError is how an attempt failed. Exactly one of resp (an HTTP

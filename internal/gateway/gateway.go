@@ -17,6 +17,7 @@ import (
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/netlimit"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/provider"
 	"github.com/agentledger/ledger/internal/retry"
 )
@@ -92,6 +93,12 @@ type Config struct {
 	// Limits are what one client can hold of the gateway: bodies in
 	// flight, calls, time.
 	Limits Limits
+	// Prices, when set, prices the attempt of every answer that is not
+	// streamed: its cost in US dollars goes to the client in
+	// HeaderCost (a stream's headers leave before its usage is known).
+	// The ledger prices the same attempt with the catalog it records;
+	// the header is for the client's information.
+	Prices *pricing.Catalog
 }
 
 // DefaultTransport is a transport for the providers: connections kept

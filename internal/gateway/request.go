@@ -19,6 +19,10 @@ const (
 	HeaderSessionID = "X-Ledger-Session-Id"
 	HeaderRequestID = "X-Ledger-Request-Id"
 	HeaderAttempt   = "X-Ledger-Attempt"
+	// HeaderCost is the answered attempt's cost in US dollars (exact
+	// decimal, "0.003375") when Config.Prices prices it, "unpriced"
+	// when its model has no price; absent on streams.
+	HeaderCost = "X-Ledger-Cost"
 	// HeaderIdempotencyKey names the request when HeaderRequestID is
 	// absent.
 	HeaderIdempotencyKey = "Idempotency-Key"

@@ -60,6 +60,9 @@ func (c *call) writeUpstream(u *upstreamResponse) {
 	h := c.w.Header()
 	clientHeader(h, u.header)
 	h.Set(HeaderRequestID, c.requestID)
+	if u.cost != "" {
+		h.Set(HeaderCost, u.cost)
+	}
 	h.Set("Content-Length", strconv.Itoa(len(u.body)))
 	c.w.WriteHeader(u.status)
 	_, _ = c.w.Write(u.body)

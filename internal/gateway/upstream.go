@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/retry"
 )
 
@@ -109,8 +110,22 @@ func (c *call) buffer(actx context.Context, resp *http.Response) (retry.Report, 
 	if !ok {
 		c.warnNoUsage()
 	}
-	c.resp = &upstreamResponse{status: resp.StatusCode, header: resp.Header, body: body}
+	c.resp = &upstreamResponse{status: resp.StatusCode, header: resp.Header, body: body, cost: c.cost(sanitize(ans.Usage), ans.ServiceTier)}
 	return retry.Report{Usage: sanitize(ans.Usage), ProviderRequestID: ans.ProviderID, ServiceTier: ans.ServiceTier, Header: resp.Header}, nil
+}
+
+// cost prices the attempt's usage (Config.Prices) for HeaderCost, at the
+// gateway's clock: its own provider, model and service tier, as the
+// ledger does.
+func (c *call) cost(u events.Usage, tier string) string {
+	if c.g.cfg.Prices == nil {
+		return ""
+	}
+	cost, ok := c.g.cfg.Prices.Price(pricing.Attempt{Provider: c.t.u.name, Model: c.model, ServiceTier: tier, At: c.g.cfg.Now(), Usage: u})
+	if !ok {
+		return "unpriced"
+	}
+	return cost.Total.String()
 }
 
 // warnNoUsage logs, once per API, a successful answer without usage: its

@@ -70,6 +70,7 @@ func Generate(rng *rand.Rand, s Spec) *Workload {
 			case last && end >= 2:
 				ev.Usage = events.Usage{InputTokens: in, OutputTokens: int64(10 + rng.IntN(500))}
 				v.WinningAttempt, v.Usage, v.Status = a, ev.Usage, projection.StatusSucceeded
+				v.UnpricedUsageTokens = ev.Usage.InputTokens + ev.Usage.OutputTokens
 			case last && end == 1:
 				continue // pending: the last attempt has not ended yet
 			default:
@@ -83,6 +84,8 @@ func Generate(rng *rand.Rand, s Spec) *Workload {
 				}
 			}
 			v.Billed = v.Billed.Add(ev.Usage)
+			// Model claude-test has no price: its tokens are unpriced.
+			v.UnpricedBilledTokens += ev.Usage.InputTokens + ev.Usage.OutputTokens
 			if len(atts) == 0 {
 				v.FirstStartedAt = ev.StartedAt
 			}
@@ -102,6 +105,8 @@ func Generate(rng *rand.Rand, s Spec) *Workload {
 		t.Attempts += int64(v.Attempts)
 		t.Usage = t.Usage.Add(v.Usage)
 		t.Billed = t.Billed.Add(v.Billed)
+		t.UnpricedUsageTokens += v.UnpricedUsageTokens
+		t.UnpricedBilledTokens += v.UnpricedBilledTokens
 		switch v.Status {
 		case projection.StatusSucceeded:
 			t.Succeeded++

@@ -23,8 +23,12 @@ type Source interface {
 }
 
 // Metrics implement projection.Observer: the aggregator tells them of
-// every committed batch and every rejected event.
-var _ projection.Observer = (*Metrics)(nil)
+// every committed batch and every rejected event, and (CostObserver) of
+// the money each batch added per provider and model.
+var (
+	_ projection.Observer     = (*Metrics)(nil)
+	_ projection.CostObserver = (*Metrics)(nil)
+)
 
 // reasons are the reject reasons of the contract, whose counters exist
 // (at 0) from the start.
@@ -45,6 +49,9 @@ type Metrics struct {
 	headGap  atomic.Uint64
 	byReason map[string]prometheus.Counter
 	other    prometheus.Counter
+	// cost and unpriced are labelled by provider and model (never by
+	// session: a bounded set).
+	cost, unpriced *prometheus.CounterVec
 }
 
 // NewMetrics makes the collectors over src.
@@ -61,6 +68,12 @@ func NewMetrics(src Source) *Metrics {
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ledger_aggregator_rejected_total",
 			Help: "Events this process recorded in LEDGER_REJECTED, by reason."}, []string{"reason"}),
 		byReason: make(map[string]prometheus.Counter, len(reasons)),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ledger_cost_total",
+			Help: "US dollars this process added to the ledger, each attempt at its own price: kind=usage (winning attempts) or billed (every attempt). " +
+				"A correction downward (an event replacing another) is not subtracted: the ledger's records are the truth."}, []string{"provider", "model", "kind"}),
+		unpriced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ledger_unpriced_tokens_total",
+			Help: "Input and output tokens this process added to the ledger on models without a price in the ledger's catalog (kind=usage or billed): the money leaves them out."},
+			[]string{"provider", "model", "kind"}),
 	}
 	for _, r := range reasons {
 		m.byReason[string(r)] = m.rejected.WithLabelValues(string(r))
@@ -80,13 +93,26 @@ func NewMetrics(src Source) *Metrics {
 			"above 0 the aggregator stops until the stream is restored or `aggregator rebuild --accept-loss` runs."}, func() float64 {
 		return float64(max(m.headGap.Load(), src.Stats().GapEvents))
 	})
-	m.Registry.MustRegister(m.lag, m.checkpoint, m.batch, m.rejected, applied, held, gap,
+	m.Registry.MustRegister(m.lag, m.checkpoint, m.batch, m.rejected, m.cost, m.unpriced, applied, held, gap,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // BatchCommitted implements projection.Observer.
 func (m *Metrics) BatchCommitted(_ int, took time.Duration) { m.batch.Observe(took.Seconds()) }
+
+// CostCommitted implements projection.CostObserver.
+func (m *Metrics) CostCommitted(provider, model string, d projection.ModelCost) {
+	add := func(v *prometheus.CounterVec, kind string, n float64) {
+		if n > 0 {
+			v.WithLabelValues(provider, model, kind).Add(n)
+		}
+	}
+	add(m.cost, "usage", float64(d.Usage)/1e9)
+	add(m.cost, "billed", float64(d.Billed)/1e9)
+	add(m.unpriced, "usage", float64(d.UnpricedUsage))
+	add(m.unpriced, "billed", float64(d.UnpricedBilled))
+}
 
 // Rejected implements projection.Observer.
 func (m *Metrics) Rejected(reason string) {

@@ -23,6 +23,11 @@ const (
 	StateBucket = "ledger_state"
 )
 
+// PricesBucket holds the price catalogs by version and the current one
+// (package pricebook); the ledger records in its checkpoint the version
+// it prices with.
+const PricesBucket = "ledger_prices"
+
 // A rebuild's scratch ledger, which it projects the stream into before it
 // switches the live ledger over. Each rebuild has its own, named for it
 // (RebuildScratch): buckets ledger_rebuild_<ULID>_requests, _sessions and

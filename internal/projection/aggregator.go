@@ -13,6 +13,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/pricebook"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -80,9 +82,14 @@ type Config struct {
 	// Now is the clock, for the lease. Default time.Now.
 	Now func() time.Time
 	// Apply merges an accepted event into a request record; nil selects
-	// (*Request).Apply. It is a seam for tests that replay a stream
+	// Priced(the catalog the ledger records). It is a seam for tests that replay a stream
 	// projected by a deliberately wrong version of the code.
 	Apply ApplyFunc
+	// Catalog is this build's default price catalog; nil is
+	// pricing.Default(). The ledger prices with the catalog version its
+	// checkpoint records (see package pricebook), rebuilt from it; it is a
+	// seam for tests of a build with other default prices.
+	Catalog *pricing.Catalog
 	// Observer, when set, is told of every committed batch and every
 	// recorded rejection, for metrics.
 	Observer Observer
@@ -247,9 +254,6 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Apply == nil {
-		cfg.Apply = (*Request).Apply
-	}
 	if cfg.Rules == 0 {
 		cfg.Rules = RulesVersion
 	}
@@ -284,7 +288,7 @@ func (a *Aggregator) Stats() Stats {
 // connection, write conflict) is abandoned and the work resumes from the
 // last checkpoint; losing the lease sends the instance back to standby.
 func (a *Aggregator) Run(ctx context.Context) error {
-	res, err := openResources(ctx, a.cfg.JS, a.cfg.Topology, a.cfg.Names)
+	res, err := openResources(ctx, a.cfg.JS, a.cfg.Topology, a.cfg.Names, a.cfg.Catalog)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
@@ -302,7 +306,7 @@ func (a *Aggregator) Run(ctx context.Context) error {
 			return nil
 		case errors.As(err, &crash):
 			return err
-		case errors.Is(err, ErrInvariant), errors.Is(err, ErrRulesTooOld), errors.Is(err, ErrGap):
+		case errors.Is(err, ErrInvariant), errors.Is(err, ErrRulesTooOld), errors.Is(err, ErrGap), errors.Is(err, pricebook.ErrUnavailable):
 			return err
 		case errors.Is(err, ErrYield):
 			a.log.Info("aggregator: standing by while a rebuild switches the ledger over")
@@ -327,13 +331,14 @@ type resources struct {
 	requests, sessions *bucket
 	state              jetstream.KeyValue
 	stateW             *bucket // the state bucket, for the checkpoint write
+	book               *pricebook.Book
 }
 
 // readAhead bounds the messages the consumer fetches ahead of the
 // batches, undecoded.
 const readAhead = 10_000
 
-func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Config, names Names) (*resources, error) {
+func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Config, names Names, base *pricing.Catalog) (*resources, error) {
 	stream, err := topology.EnsureAttempts(ctx, js, tc)
 	if err != nil {
 		return nil, err
@@ -355,6 +360,9 @@ func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Conf
 		return nil, err
 	}
 	res := &resources{names: names, stream: stream, rejected: rejected, state: state}
+	if res.book, err = pricebook.Open(ctx, js, tc, base); err != nil {
+		return nil, err
+	}
 	if res.requests, err = newBucket(ctx, js, req); err != nil {
 		return nil, err
 	}
@@ -399,7 +407,7 @@ func (a *Aggregator) lead(ctx context.Context, res *resources) error {
 	if !errors.As(err, &crash) {
 		cancel(nil)
 		wg.Wait()
-		if ctx.Err() != nil || errors.Is(context.Cause(runCtx), ErrYield) || errors.Is(err, ErrRulesTooOld) || errors.Is(err, ErrGap) {
+		if ctx.Err() != nil || errors.Is(context.Cause(runCtx), ErrYield) || errors.Is(err, ErrRulesTooOld) || errors.Is(err, ErrGap) || errors.Is(err, pricebook.ErrUnavailable) {
 			relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			l.release(relCtx)
 			relCancel()
@@ -483,6 +491,12 @@ func (a *Aggregator) newBatcher(ctx context.Context, res *resources, t *term) (*
 		cache:       newCache(a.cfg.CacheSize),
 	}
 	var err error
+	if err := t.loadCatalog(ctx, res); err != nil {
+		return nil, err
+	}
+	if b.apply = a.cfg.Apply; b.apply == nil {
+		b.apply = Priced(t.catalog)
+	}
 	if b.absentReq, err = emptyFilter(ctx, res.requests); err != nil {
 		return nil, err
 	}

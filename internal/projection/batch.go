@@ -34,6 +34,9 @@ type batcher struct {
 	// Owned by the goroutine that prepares batches.
 	prepared uint64
 	cache    *cache
+	// apply is the rule of the term: Priced(the term's catalog), or
+	// Config.Apply.
+	apply ApplyFunc
 	// absentReq and absentSes are set when the bucket was empty at the
 	// start of the term; see absentFilter.
 	absentReq, absentSes *absentFilter
@@ -65,6 +68,9 @@ type reqWork struct {
 	// prev is the in-flight batch's work on the same key, when the record
 	// came from there: its revision is known once that batch commits.
 	prev *reqWork
+	// before is what the record held per model before the batch, kept
+	// only for a CostObserver.
+	before modelCosts
 }
 
 type sesWork struct {
@@ -202,7 +208,7 @@ func (b *batcher) fold(ctx context.Context, items []accepted, reqs map[string]*r
 	for i := range items {
 		it := &items[i]
 		w := reqs[it.ev.RequestID]
-		ok, changed := Fold(w.rec, it.ev, b.agg.cfg.Apply)
+		ok, changed := Fold(w.rec, it.ev, b.apply)
 		if ok {
 			w.changed = w.changed || changed
 			continue
@@ -343,6 +349,11 @@ func (b *batcher) commit(ctx context.Context, j *job) error {
 	b.agg.stats.events.Add(uint64(j.events))
 	if o := b.agg.cfg.Observer; o != nil {
 		o.BatchCommitted(j.events, time.Since(j.inHand))
+		if co, ok := o.(CostObserver); ok {
+			for _, w := range j.reqWritten {
+				reportCosts(co, w.before, costsOf(w.rec))
+			}
+		}
 	}
 	return b.fault(FaultAfterCheckpoint)
 }
@@ -440,6 +451,9 @@ func (b *batcher) loadRequests(ctx context.Context, items []accepted) (map[strin
 		order = append(order, ev.RequestID)
 	}
 	found, err := b.res.requests.getMany(ctx, missing)
+	if err == nil {
+		defer b.keepCosts(reqs)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -456,6 +470,17 @@ func (b *batcher) loadRequests(ctx context.Context, items []accepted) (map[strin
 		w.rec = &r
 	}
 	return reqs, order, nil
+}
+
+// keepCosts keeps what each loaded record holds per model, for a
+// CostObserver.
+func (b *batcher) keepCosts(reqs map[string]*reqWork) {
+	if _, ok := b.agg.cfg.Observer.(CostObserver); !ok {
+		return
+	}
+	for _, w := range reqs {
+		w.before = costsOf(w.rec)
+	}
 }
 
 // loadSessions returns a working copy of the session of every request, and

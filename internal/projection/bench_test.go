@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/pricing"
 )
 
 // BenchmarkCatchUp measures the aggregator applying a stream of events
@@ -148,5 +149,23 @@ func BenchmarkRawConsume(b *testing.B) {
 		elapsed := time.Since(start)
 		cc.Stop()
 		b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+	}
+}
+
+// BenchmarkPriceAttempt is the cost pricing adds to each event the
+// aggregator applies: one catalog lookup (a dated model ID resolved to its
+// family) and the exact arithmetic, set against the aggregator's time per
+// event in make bench (its catch-up rate with and without prices).
+//
+//	go test -run '^$' -bench PriceAttempt -benchmem ./internal/projection/
+func BenchmarkPriceAttempt(b *testing.B) {
+	cat := pricing.Default()
+	ev := evSpec{n: 1, session: "s", request: "r", success: true, in: 1200, out: 300, cacheRead: 64}.event()
+	ev.Model = "claude-opus-4-5-20251101"
+	if _, ok := PriceAttempt(cat, ev); !ok {
+		b.Fatal("the benchmark's model has no price")
+	}
+	for b.Loop() {
+		PriceAttempt(cat, ev)
 	}
 }

@@ -19,6 +19,9 @@ type checkpoint struct {
 	// Rules is the RulesVersion of the ledger: the newest rules that have
 	// written it (0: written before rules were versioned).
 	Rules int `json:"rules,omitempty"`
+	// Prices is the version of the price catalog the ledger prices with
+	// (pricebook); "" before the ledger was first priced.
+	Prices string `json:"prices,omitempty"`
 	// Switch is a rebuild's switch in progress, if any.
 	Switch *switchRecord `json:"switch,omitempty"`
 }
@@ -34,6 +37,9 @@ type switchRecord struct {
 	// Rules is the RulesVersion of the rebuild; the ledger has it once the
 	// switch is done.
 	Rules int `json:"rules,omitempty"`
+	// Prices is the catalog version the rebuild priced with; the ledger
+	// has it once the switch is done.
+	Prices string `json:"prices,omitempty"`
 	// Messages in the scratch buckets' and rejection stream's streams when
 	// the switch was recorded (the scratch projection had stopped).
 	Requests uint64 `json:"requests_msgs"`
@@ -99,6 +105,13 @@ func Switching(ctx context.Context, js jetstream.JetStream) (bool, error) {
 func LedgerRules(ctx context.Context, js jetstream.JetStream) (int, error) {
 	c, err := readLiveCheckpoint(ctx, js)
 	return c.ledgerRules(), err
+}
+
+// LedgerPrices returns the version of the price catalog the live ledger
+// prices with ("" when it is empty or was written before pricing).
+func LedgerPrices(ctx context.Context, js jetstream.JetStream) (string, error) {
+	c, err := readLiveCheckpoint(ctx, js)
+	return c.Prices, err
 }
 
 // mustJSON encodes a value of this package's own types, which always

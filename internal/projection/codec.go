@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/pricing"
 )
 
 // The records are written by hand-rolled encoders: encoding/json's
@@ -21,15 +22,16 @@ import (
 //
 //	"log":   one array per entry: [attempt, "event_id", flags, input_tokens,
 //	         output_tokens, cache_read_input_tokens,
-//	         cache_creation_input_tokens, "started_at", "finished_at"] and,
-//	         only when they differ from the record's provider and model,
-//	         two indexes into "names": the entry's provider and model
-//	         (flags: 1 = outcome success, 2 = final); then, only when the
-//	         usage has a subset that is not 0, an object of them: "c1h"
-//	         cache_creation_1h_input_tokens, "rsn" reasoning_tokens (each
-//	         only when not 0). So an entry has 9, 10, 11 or 12 members,
-//	         and an entry of a usage without subsets is written as before
-//	         they existed;
+//	         cache_creation_input_tokens, "started_at", "finished_at", cost]
+//	         (flags: 1 = outcome success, 2 = final, 4 = unpriced; cost in
+//	         nano-USD), then, only when they differ from the record's
+//	         provider and model, two indexes into "names": the entry's
+//	         provider and model; then, only when one of them is not 0, an
+//	         object of the usage's subsets and the estimate: "c1h"
+//	         cache_creation_1h_input_tokens, "rsn" reasoning_tokens, "est"
+//	         the attempt's estimated_input_tokens (each only when not 0,
+//	         in that order). An entry written before pricing has no cost
+//	         (9 or 11 members before the object) and reads as unpriced;
 //	"names": present only when an entry refers to it: the distinct
 //	         providers and models of those entries, in order of first use,
 //	         each written as a name (appendName);
@@ -39,21 +41,23 @@ import (
 //
 // The table keeps the record within MaxRequestRecordBytes however many
 // attempts name other providers and models (see TestWorstCaseRecordSize).
-// Readers also accept the layouts before it: entries carrying the provider
-// and model strings themselves, and entries written as objects, so a
-// ledger projected by older code stays readable.
+// Readers also accept the layouts before it: entries without a cost (9 or
+// 11 members, read as unpriced: they were written before pricing),
+// entries carrying the provider and model strings themselves, and entries
+// written as objects, so a ledger projected by older code stays readable.
 
 // MaxRequestRecordBytes bounds the stored form of any request record that
 // wire contract v1 allows: 1,001 attempts, each with its own provider and
 // model of the longest and most escaped kind, every number at its largest
 // (docs/contract.md states it). It leaves room under NATS's default
 // max_payload of 1 MiB for the headers of a write.
-const MaxRequestRecordBytes = 672 << 10
+const MaxRequestRecordBytes = 704 << 10
 
 // entrySuccess and entryFinal are the bits of a compact log entry's flags.
 const (
-	entrySuccess = 1
-	entryFinal   = 2
+	entrySuccess  = 1
+	entryFinal    = 2
+	entryUnpriced = 4
 )
 
 // base64Mark starts a name written in base64 (appendName).
@@ -80,6 +84,7 @@ func (r *Request) appendJSON(b []byte) []byte {
 	b = append(b, `,"billed":`...)
 	b = events.AppendUsage(b, r.Billed)
 	b = appendEstimated(b, r.EstimatedInputTokens)
+	b = appendMoney(b, r.UsageCost, r.BilledCost, r.UnpricedUsageTokens, r.UnpricedBilledTokens)
 	b = append(b, `,"first_started_at":`...)
 	b = appendTime(b, r.FirstStartedAt)
 	b = append(b, `,"last_finished_at":`...)
@@ -127,6 +132,9 @@ func (r *Request) appendEntry(b []byte, e *Entry, names *nameTable) []byte {
 	if e.Final {
 		flags |= entryFinal
 	}
+	if e.Unpriced {
+		flags |= entryUnpriced
+	}
 	b = append(b, '[')
 	b = strconv.AppendInt(b, int64(e.Attempt), 10)
 	b = append(b, ',')
@@ -145,6 +153,8 @@ func (r *Request) appendEntry(b []byte, e *Entry, names *nameTable) []byte {
 	b = appendTime(b, e.StartedAt)
 	b = append(b, ',')
 	b = appendTime(b, e.FinishedAt)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(e.Cost), 10)
 	if e.Provider != r.Provider || e.Model != r.Model {
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(names.id(e.Provider)), 10)
@@ -279,7 +289,20 @@ func appendTotalsFields(b []byte, t Totals) []byte {
 	b = events.AppendUsage(b, t.Usage)
 	b = append(b, `,"billed":`...)
 	b = events.AppendUsage(b, t.Billed)
-	return appendEstimated(b, t.EstimatedInputTokens)
+	b = appendEstimated(b, t.EstimatedInputTokens)
+	return appendMoney(b, t.UsageCost, t.BilledCost, t.UnpricedUsageTokens, t.UnpricedBilledTokens)
+}
+
+// appendMoney appends the money members of a record or totals.
+func appendMoney(b []byte, usage, billed pricing.Money, unpricedUsage, unpricedBilled int64) []byte {
+	b = append(b, `,"usage_cost":`...)
+	b = strconv.AppendInt(b, int64(usage), 10)
+	b = append(b, `,"billed_cost":`...)
+	b = strconv.AppendInt(b, int64(billed), 10)
+	b = append(b, `,"unpriced_usage_tokens":`...)
+	b = strconv.AppendInt(b, unpricedUsage, 10)
+	b = append(b, `,"unpriced_billed_tokens":`...)
+	return strconv.AppendInt(b, unpricedBilled, 10)
 }
 
 // appendTime appends t as a JSON string in RFC 3339 with nanoseconds, UTC.
@@ -331,9 +354,10 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 }
 
 // decodeEntry reads a log entry: an object, or an array whose provider and
-// model are the record's (9 members), strings (11, the layout before the
-// table) or indexes into names (11), each possibly followed by the object
-// of the usage's subsets (10 or 12).
+// model are the record's (9 members, 10 with a cost), strings (11, the
+// layout before the table) or indexes into names (11, 12 with a cost),
+// each possibly followed by the object of the usage's subsets. An entry
+// without a cost was written before pricing: it is unpriced.
 func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) error {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	if len(raw) == 0 || raw[0] != '[' {
@@ -343,21 +367,27 @@ func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) err
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return err
 	}
-	if n := len(f); n == 10 || n == 12 {
+	if n := len(f); n > 9 {
 		last := bytes.TrimLeft(f[n-1], " \t\r\n")
-		if len(last) == 0 || last[0] != '{' {
-			return fmt.Errorf("%d members and the last is not an object", n)
+		if len(last) > 0 && last[0] == '{' {
+			var x entryExtra
+			if err := json.Unmarshal(last, &x); err != nil {
+				return fmt.Errorf("usage subsets: %w", err)
+			}
+			e.Usage.CacheCreation1hInputTokens, e.Usage.ReasoningTokens = x.CacheCreation1h, x.Reasoning
+			e.EstimatedInput = x.Estimated
+			f = f[:n-1]
 		}
-		var x entryExtra
-		if err := json.Unmarshal(last, &x); err != nil {
-			return fmt.Errorf("usage subsets: %w", err)
-		}
-		e.Usage.CacheCreation1hInputTokens, e.Usage.ReasoningTokens = x.CacheCreation1h, x.Reasoning
-		e.EstimatedInput = x.Estimated
-		f = f[:n-1]
 	}
-	if len(f) != 9 && len(f) != 11 {
-		return fmt.Errorf("%d members, want 9 to 12", len(f))
+	if len(f) < 9 || len(f) > 12 {
+		return fmt.Errorf("%d members, want 9 to 12 and the object of the usage's subsets", len(f))
+	}
+	priced := len(f)%2 == 0 // 10 or 12: the cost follows finished_at
+	if priced {
+		if err := json.Unmarshal(f[9], &e.Cost); err != nil {
+			return fmt.Errorf("cost: %w", err)
+		}
+		f = append(f[:9:9], f[10:]...)
 	}
 	var flags int
 	targets := []any{&e.Attempt, &e.EventID, &flags, &e.Usage.InputTokens, &e.Usage.OutputTokens,
@@ -367,9 +397,10 @@ func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) err
 			return err
 		}
 	}
-	if flags&^(entrySuccess|entryFinal) != 0 {
+	if flags&^(entrySuccess|entryFinal|entryUnpriced) != 0 {
 		return fmt.Errorf("unknown flags %d", flags)
 	}
+	e.Unpriced = !priced || flags&entryUnpriced != 0
 	e.Outcome = events.OutcomeError
 	if flags&entrySuccess != 0 {
 		e.Outcome = events.OutcomeSuccess

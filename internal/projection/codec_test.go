@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/topology"
 )
 
 // The stored form of a record reads back to the same record: compact log
@@ -95,7 +97,9 @@ func normalise(r *Request) Request {
 // bytes each); the record's own provider and model alike; every token
 // count at 10^12 (more than the contract allows: the two cache counts
 // together may not exceed input_tokens), sums at 1,001 times that; times
-// of the longest form; seq at its largest.
+// of the longest form; seq at its largest; every cost and money sum at
+// 2^63-1 (a catalog's rates are not bounded); every attempt's input
+// estimated at 10^12 (the estimate's "est" in each entry).
 func worstCaseRecord() *Request {
 	long := func(c byte, n int) string { return string(bytes.Repeat([]byte{c}, n)) }
 	distinct := func(i, n int) string {
@@ -111,7 +115,7 @@ func worstCaseRecord() *Request {
 	for a := 0; a <= events.MaxAttempt; a++ {
 		e := Entry{Attempt: a, EventID: ulidAt(a), Outcome: events.OutcomeError, Final: true,
 			Provider: distinct(a, events.MaxProviderLength), Model: distinct(a, events.MaxModelLength),
-			Usage: max, EstimatedInput: events.MaxTokens, StartedAt: late, FinishedAt: late}
+			Usage: max, EstimatedInput: events.MaxTokens, StartedAt: late, FinishedAt: late, Cost: math.MaxInt64}
 		if a == events.MaxAttempt {
 			e.Outcome = events.OutcomeSuccess
 			e.Provider, e.Model = long(0x02, events.MaxProviderLength), long(0x02, events.MaxModelLength)
@@ -121,7 +125,9 @@ func worstCaseRecord() *Request {
 	r.derive()
 	r.Seq = math.MaxUint64
 	r.Rules = 999
-	r.Held = Totals{Requests: 1, Pending: 1, Attempts: events.MaxAttempt + 1, Usage: max, Billed: r.Billed, EstimatedInputTokens: r.EstimatedInputTokens}
+	r.Held = Totals{Requests: 1, Pending: 1, Attempts: events.MaxAttempt + 1, Usage: max, Billed: r.Billed,
+		EstimatedInputTokens: r.EstimatedInputTokens,
+		UsageCost:            math.MaxInt64, BilledCost: math.MaxInt64, UnpricedUsageTokens: math.MaxInt64, UnpricedBilledTokens: math.MaxInt64}
 	return r
 }
 
@@ -140,6 +146,25 @@ func TestWorstCaseRecordSize(t *testing.T) {
 	var view RequestView
 	require.NoError(t, json.Unmarshal(data, &view))
 	require.Equal(t, r.View().Model, view.Model, "the contract's model stays a plain JSON string")
+}
+
+// topology's check of a bucket's max value size agrees with the bound: a
+// limit of MaxRequestRecordBytes and 4 KiB of headers takes the largest
+// record, one byte less is named as too small.
+func TestTopologyAgreesWithRecordBound(t *testing.T) {
+	why := func(size int32) string {
+		t.Helper()
+		for _, d := range topology.Compare(topology.Config{}, jetstream.StreamConfig{Name: "KV_ledger_requests",
+			MaxMsgsPerSubject: 1, Storage: jetstream.FileStorage, MaxMsgSize: size}) {
+			if d.Setting == "max value size" {
+				return d.Why
+			}
+		}
+		t.Fatalf("no max value size difference for %d", size)
+		return ""
+	}
+	require.NotContains(t, why(MaxRequestRecordBytes+4<<10), "below")
+	require.Contains(t, why(MaxRequestRecordBytes+4<<10-1), "below")
 }
 
 // Providers and models of other attempts go into the name table: plain when
@@ -165,16 +190,16 @@ func TestNameTableRoundTrip(t *testing.T) {
 			odd := evSpec{n: 2, session: "ses", request: "req", attempt: 1, in: 4}.event()
 			odd.Provider, odd.Model = tc.provider, tc.model
 			r.Apply(odd)
-			r.Apply(evSpec{n: 3, session: "ses", request: "req", attempt: 2, in: 5}.event()) // the record's: no index
+			r.Apply(evSpec{n: 5, session: "ses", request: "req", attempt: 2, in: 5}.event()) // the record's: no index
 			data := r.appendJSON(nil)
 			var raw struct {
 				Log   [][]json.RawMessage `json:"log"`
 				Names []string            `json:"names"`
 			}
 			require.NoError(t, json.Unmarshal(data, &raw), string(data))
-			require.Len(t, raw.Log[0], 9, string(data))
-			require.Len(t, raw.Log[1], 11, string(data))
-			require.Len(t, raw.Log[2], 9, string(data))
+			require.Len(t, raw.Log[0], 10, string(data))
+			require.Len(t, raw.Log[1], 12, string(data))
+			require.Len(t, raw.Log[2], 10, string(data))
 			require.Len(t, raw.Names, len(map[string]bool{tc.provider: true, tc.model: true}))
 			require.Equal(t, tc.plain, raw.Names[len(raw.Names)-1] == tc.model, "names: %q", raw.Names)
 			var back Request

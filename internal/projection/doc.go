@@ -159,6 +159,30 @@
 // deploy is safe in both directions: once a newer instance has written,
 // older ones stand aside; rolled back, they refuse rather than mix rules.
 //
+// # Prices
+//
+// Each accepted event is priced when it is merged (Priced, ApplyPriced):
+// its own provider, model, service tier, usage and started_at, in one
+// catalog; the entry keeps its cost (Entry.Cost, or Unpriced), and the
+// record's usage_cost, billed_cost and unpriced tokens are derived from
+// the log like every other field. So a record stays a function of the set
+// of its events, for a given catalog, and every argument above holds.
+// Which catalog: the version the ledger records in its checkpoint
+// ("prices"), rebuilt from bucket ledger_prices (package pricebook). A
+// term prices with that version and writes it with every checkpoint; an
+// empty ledger (or one written before pricing) adopts the current catalog
+// when a term begins. A catalog loaded later is adopted when a term begins
+// only if it prices every past attempt alike (pricebook.ForwardOnly: new
+// models, future prices); one that changes a past price is never used
+// mid-ledger: the writer that holds the lease prices with the recorded
+// version, a standby that takes over reads it from the checkpoint, and a build that cannot
+// rebuild that version (its default catalog differs) refuses to write
+// (pricebook.ErrUnavailable), as for newer rules. A rebuild's scratch
+// ledger adopts the current catalog; its switch records that version, so
+// the rebuild re-prices the whole history and the live term goes on with
+// it. Verify recomputes with the current catalog: a loaded correction
+// shows as a drift in money until the rebuild.
+//
 // # Rebuild
 //
 // Rebuild replays the whole stream under the current code into a scratch
@@ -280,17 +304,18 @@
 // Records are encoded by hand (codec.go). A request record holds the
 // contract fields as the contract shows them; the projection's own fields
 // are compact: "log" is an array of arrays [attempt, event_id, flags,
-// input, output, cache_read, cache_creation, started_at, finished_at]
-// (flags: 1 success, 2 final), ending in two indexes into "names" when the
-// entry's provider and model differ from the record's, then an object of
-// the usage's subsets and the estimated input ({"c1h":…,"rsn":…,"est":…})
-// when one is not 0; "names" holds each
-// such provider and model once, as itself when JSON needs no escape for it
-// and it does not start with "=", else "=" and base64. So the largest
-// record the contract allows (1,001 attempts, each with its own provider
-// and model of the longest and most escaped kind, every count and usage
-// subset and estimate at its largest) is 673,586 bytes, under
-// MaxRequestRecordBytes (672 KiB), and fits any server's default
+// input, output, cache_read, cache_creation, started_at, finished_at,
+// cost] (flags: 1 success, 2 final, 4 unpriced; cost in nano-USD), ending
+// in two indexes into "names" when the entry's provider and model differ
+// from the record's, then an object of the usage's subsets and the
+// estimated input ({"c1h":…,"rsn":…,"est":…}, each only when not 0) when
+// one is not 0; "names" holds each such provider and model once, as
+// itself when JSON needs no escape for it and it does not start with "=",
+// else "=" and base64. So the largest record the contract allows (1,001
+// attempts, each with its own provider and model of the longest and most
+// escaped kind, every count, usage subset, estimated input and cost at
+// its largest) is 693,882 bytes, under
+// MaxRequestRecordBytes (704 KiB), and fits any server's default
 // max_payload of 1 MiB with its write headers. "seq" is the batch that
 // wrote it, "rules" the RulesVersion that wrote it (0 when missing), and
 // "held" appears only when not all zero. A session record carries

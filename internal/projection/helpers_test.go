@@ -18,6 +18,7 @@ import (
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -48,6 +49,23 @@ type evSpec struct {
 	cacheRead int64
 }
 
+// testModel is the model of event n: mostly one the default catalog
+// prices, every fourth one without a price (its tokens are unpriced), so
+// that the chaos tests cover both, and fallbacks between them.
+func testModel(n int) string {
+	if n%4 == 3 {
+		return "claude-test"
+	}
+	return "claude-opus-4-5-20251101"
+}
+
+// modelPrice prices an attempt for the model: with the catalog directly,
+// not through the projection's code.
+func modelPrice(cat *pricing.Catalog, ev *events.Attempt) (pricing.Money, bool) {
+	c, ok := cat.Price(pricing.Attempt{Provider: ev.Provider, Model: ev.Model, ServiceTier: ev.ServiceTier, At: ev.StartedAt, Usage: ev.Usage})
+	return c.Total, ok
+}
+
 func (s evSpec) event() *events.Attempt {
 	a := &events.Attempt{
 		Schema:     events.SchemaV1,
@@ -58,7 +76,7 @@ func (s evSpec) event() *events.Attempt {
 		Outcome:    events.OutcomeSuccess,
 		Final:      true,
 		Provider:   "anthropic",
-		Model:      "claude-test",
+		Model:      testModel(s.n),
 		Usage:      events.Usage{InputTokens: s.in, OutputTokens: s.out, CacheReadInputTokens: s.cacheRead},
 		StartedAt:  t0.Add(time.Duration(s.n) * time.Second),
 		FinishedAt: t0.Add(time.Duration(s.n)*time.Second + 500*time.Millisecond),
@@ -255,7 +273,10 @@ type model struct {
 	rejected map[uint64][]string
 }
 
-func buildModel(ws []wire) model {
+func buildModel(ws []wire) model { return buildModelPriced(ws, pricing.Default()) }
+
+// buildModelPriced is buildModel with every attempt priced in cat.
+func buildModelPriced(ws []wire, cat *pricing.Catalog) model {
 	type att struct {
 		ev *events.Attempt
 	}
@@ -298,8 +319,16 @@ func buildModel(ws []wire) model {
 		for i, n := range nums {
 			ev := atts[n]
 			v.Billed = v.Billed.Add(ev.Usage)
+			cost, priced := modelPrice(cat, ev)
+			unpriced := int64(0)
+			if !priced {
+				unpriced = ev.Usage.InputTokens + ev.Usage.OutputTokens
+			}
+			v.BilledCost += cost
+			v.UnpricedBilledTokens += unpriced
 			if ev.Outcome == events.OutcomeSuccess {
 				v.WinningAttempt, v.Usage = n, ev.Usage
+				v.UsageCost, v.UnpricedUsageTokens = cost, unpriced
 			} else if ev.Final {
 				anyFinal = true
 			}
@@ -338,6 +367,10 @@ func buildModel(ws []wire) model {
 		s.Attempts += int64(v.Attempts)
 		s.Usage = s.Usage.Add(v.Usage)
 		s.Billed = s.Billed.Add(v.Billed)
+		s.UsageCost += v.UsageCost
+		s.BilledCost += v.BilledCost
+		s.UnpricedUsageTokens += v.UnpricedUsageTokens
+		s.UnpricedBilledTokens += v.UnpricedBilledTokens
 		m.sessions[v.SessionID] = s
 	}
 	return m

@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/pricing"
 )
 
 // NewRequest returns the empty record of a request not seen before.
@@ -11,14 +12,26 @@ func NewRequest(requestID, sessionID string) *Request {
 	return &Request{RequestView: RequestView{RequestID: requestID, SessionID: sessionID, Status: StatusPending, WinningAttempt: -1}}
 }
 
-// Apply merges one accepted event into the record and reports whether the
-// record changed. It is a join: applying an event twice, or a set of events
-// in any order, gives the same record. The caller has checked that the
-// event belongs to this request and session.
-func (r *Request) Apply(ev *events.Attempt) bool {
+// Apply merges one accepted event into the record without a catalog:
+// every attempt is unpriced (its tokens are counted as unpriced, never as
+// $0). The aggregator, rebuild and verify apply Priced(catalog).
+func (r *Request) Apply(ev *events.Attempt) bool { return r.ApplyPriced(ev, nil) }
+
+// Priced returns the projection's rule, (*Request).ApplyPriced, with the
+// catalog cat (nil: every attempt is unpriced).
+func Priced(cat *pricing.Catalog) ApplyFunc {
+	return func(r *Request, ev *events.Attempt) bool { return r.ApplyPriced(ev, cat) }
+}
+
+// ApplyPriced merges one accepted event into the record, the attempt
+// priced in cat at its own price (PriceAttempt), and reports whether the
+// record changed. It is a join: applying an event twice, or a set of
+// events in any order, gives the same record for one catalog. The caller
+// has checked that the event belongs to this request and session.
+func (r *Request) ApplyPriced(ev *events.Attempt, cat *pricing.Catalog) bool {
 	i := sort.Search(len(r.Log), func(i int) bool { return r.Log[i].Attempt >= ev.Attempt })
 	if i < len(r.Log) && r.Log[i].Attempt == ev.Attempt {
-		e := entryOf(ev)
+		e := entryOf(ev, cat)
 		if !entryLess(e, r.Log[i]) {
 			return false
 		}
@@ -26,14 +39,29 @@ func (r *Request) Apply(ev *events.Attempt) bool {
 	} else {
 		r.Log = append(r.Log, Entry{})
 		copy(r.Log[i+1:], r.Log[i:])
-		r.Log[i] = entryOf(ev)
+		r.Log[i] = entryOf(ev, cat)
 	}
 	r.derive()
 	return true
 }
 
-func entryOf(ev *events.Attempt) Entry {
+// PriceAttempt prices one attempt at its own price: its provider, model,
+// service tier and usage, at its started_at (the event's own time, which
+// every replay agrees on, never a process's clock; pricing.Attempt.At). ok is false when cat
+// is nil or has no price for it.
+func PriceAttempt(cat *pricing.Catalog, ev *events.Attempt) (cost pricing.Money, ok bool) {
+	if cat == nil {
+		return 0, false
+	}
+	c, ok := cat.Price(attemptOf(ev))
+	return c.Total, ok
+}
+
+func entryOf(ev *events.Attempt, cat *pricing.Catalog) Entry {
+	cost, ok := PriceAttempt(cat, ev)
 	return Entry{
+		Cost:           cost,
+		Unpriced:       !ok,
 		Attempt:        ev.Attempt,
 		EventID:        ev.EventID,
 		Outcome:        ev.Outcome,
@@ -77,6 +105,8 @@ func entryLess(a, b Entry) bool {
 		{a.EstimatedInput, b.EstimatedInput},
 		{a.StartedAt.UnixNano(), b.StartedAt.UnixNano()},
 		{a.FinishedAt.UnixNano(), b.FinishedAt.UnixNano()},
+		{int64(a.Cost), int64(b.Cost)},
+		{boolInt(a.Unpriced), boolInt(b.Unpriced)},
 	} {
 		if p[0] != p[1] {
 			return p[0] < p[1]
@@ -85,6 +115,17 @@ func entryLess(a, b Entry) bool {
 	return false
 }
 
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// tokens is what an unpriced attempt counts: its input and output tokens
+// (cache and reasoning tokens are subsets of them).
+func tokens(u events.Usage) int64 { return u.InputTokens + u.OutputTokens }
+
 // derive recomputes every contract field from the log.
 func (r *Request) derive() {
 	r.Attempts = len(r.Log)
@@ -92,15 +133,28 @@ func (r *Request) derive() {
 	r.Usage = events.Usage{}
 	r.Billed = events.Usage{}
 	r.EstimatedInputTokens = 0
+	r.UsageCost, r.BilledCost, r.UnpricedUsageTokens, r.UnpricedBilledTokens = 0, 0, 0, 0
 	anyFinal := false
 	var from *Entry
 	for i := range r.Log {
 		e := &r.Log[i]
 		r.Billed = r.Billed.Add(e.Usage)
 		r.EstimatedInputTokens += e.EstimatedInput // at most 1,001 attempts of 10^12: no overflow
+		// Saturating: 1,001 attempts at the largest prices could pass
+		// 2^63-1 nano-USD; the session's sums saturate the same way.
+		var a arith
+		if e.Unpriced {
+			r.UnpricedBilledTokens = a.add(r.UnpricedBilledTokens, tokens(e.Usage))
+		} else {
+			r.BilledCost = pricing.Money(a.add(int64(r.BilledCost), int64(e.Cost)))
+		}
 		if e.Outcome == events.OutcomeSuccess {
 			r.WinningAttempt = e.Attempt // the log is sorted: the last success is the highest
 			r.Usage = e.Usage
+			r.UsageCost, r.UnpricedUsageTokens = e.Cost, 0
+			if e.Unpriced {
+				r.UsageCost, r.UnpricedUsageTokens = 0, tokens(e.Usage)
+			}
 			from = e
 		} else if e.Final {
 			anyFinal = true
@@ -137,7 +191,10 @@ func (r *Request) Contribution() Totals {
 	if !r.Exists() {
 		return Totals{}
 	}
-	t := Totals{Requests: 1, Attempts: int64(r.Attempts), Usage: r.Usage, Billed: r.Billed, EstimatedInputTokens: r.EstimatedInputTokens}
+	t := Totals{Requests: 1, Attempts: int64(r.Attempts), Usage: r.Usage, Billed: r.Billed,
+		EstimatedInputTokens: r.EstimatedInputTokens,
+		UsageCost:            r.UsageCost, BilledCost: r.BilledCost,
+		UnpricedUsageTokens: r.UnpricedUsageTokens, UnpricedBilledTokens: r.UnpricedBilledTokens}
 	switch r.Status {
 	case StatusSucceeded:
 		t.Succeeded = 1
@@ -168,4 +225,9 @@ func (r *Request) clone() *Request {
 	c := *r
 	c.Log = append([]Entry(nil), r.Log...)
 	return &c
+}
+
+// attemptOf is what the catalog prices of an event.
+func attemptOf(ev *events.Attempt) pricing.Attempt {
+	return pricing.Attempt{Provider: ev.Provider, Model: ev.Model, ServiceTier: ev.ServiceTier, At: ev.StartedAt, Usage: ev.Usage}
 }

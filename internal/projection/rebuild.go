@@ -13,6 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -33,6 +34,10 @@ type RebuildConfig struct {
 	// Progress, when set, is called now and then with the events the
 	// scratch projection has applied and the stream's last sequence.
 	Progress func(phase string, applied, last uint64)
+	// Catalog is this build's default price catalog (Config.Catalog). The
+	// rebuild prices the whole history with the current catalog of
+	// ledger_prices, and its switch records that version in the ledger.
+	Catalog *pricing.Catalog
 	// Rules is the RulesVersion of the code doing the rebuild; 0 is
 	// RulesVersion. A seam for tests.
 	Rules int
@@ -103,7 +108,7 @@ func Rebuild(ctx context.Context, cfg RebuildConfig) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	live, err := openResources(ctx, cfg.JS, cfg.Topology, LiveNames())
+	live, err := openResources(ctx, cfg.JS, cfg.Topology, LiveNames(), cfg.Catalog)
 	if err != nil {
 		return err
 	}
@@ -238,7 +243,7 @@ func (r *rebuild) run(ctx context.Context) error {
 	}
 	// Created here, not by the scratch projection, which may be stopped
 	// before it has started (an empty stream). Nobody else writes it.
-	if _, err := openResources(ctx, r.cfg.JS, r.cfg.Topology, r.scratch); err != nil {
+	if _, err := openResources(ctx, r.cfg.JS, r.cfg.Topology, r.scratch, r.cfg.Catalog); err != nil {
 		return err
 	}
 	if err := seam(r.cfg.Faults).hit(FaultScratchReady); err != nil {
@@ -246,7 +251,7 @@ func (r *rebuild) run(ctx context.Context) error {
 	}
 	scratch, err := New(Config{JS: r.cfg.JS, Topology: r.cfg.Topology, Names: r.scratch, Apply: r.cfg.Apply,
 		BatchSize: r.cfg.BatchSize, InstanceID: r.id, LeaseTTL: r.cfg.LeaseTTL, Logger: r.cfg.Logger, Rules: r.cfg.Rules,
-		Now: r.cfg.Now, Faults: r.cfg.Faults, AcceptGap: r.acceptGap})
+		Catalog: r.cfg.Catalog, Now: r.cfg.Now, Faults: r.cfg.Faults, AcceptGap: r.acceptGap})
 	if err != nil {
 		return err
 	}

@@ -223,7 +223,7 @@ func TestSwitchNeverDeletesFromAnUncheckedScratch(t *testing.T) {
 func TestLeaseJudgedByTheHolderTTL(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	res, err := openResources(ctx, e.js, topology.Config{}, LiveNames())
+	res, err := openResources(ctx, e.js, topology.Config{}, LiveNames(), nil)
 	require.NoError(t, err)
 	holder := &lease{kv: res.state, holder: "long", ttl: 3 * time.Second, now: time.Now}
 	require.NoError(t, holder.acquire(ctx, 10*time.Millisecond))
@@ -276,7 +276,7 @@ func TestRejectionFloorReadAfterTheSwitch(t *testing.T) {
 	sw.Requests, sw.Sessions, sw.Rejected, err = scratch.counts(ctx)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), sw.Rejected)
-	live, err := openResources(ctx, e.js, topology.Config{}, LiveNames())
+	live, err := openResources(ctx, e.js, topology.Config{}, LiveNames(), nil)
 	require.NoError(t, err)
 	_, err = live.state.Put(ctx, names.CheckpointKey, mustJSON(checkpoint{Switch: sw, Rules: RulesVersion}))
 	require.NoError(t, err)

@@ -18,7 +18,7 @@ import (
 // sumEveryAttempt is the classic bug: every event is a new attempt, so
 // retries re-sent and duplicates stored twice are all billed.
 func sumEveryAttempt(r *Request, ev *events.Attempt) bool {
-	r.Log = append(r.Log, entryOf(ev))
+	r.Log = append(r.Log, entryOf(ev, nil))
 	r.derive()
 	return true
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/pricing"
 )
 
 // Request statuses.
@@ -35,6 +36,15 @@ type Totals struct {
 	// provider never reported it (events' estimated_input_tokens): kept
 	// apart from Usage and Billed, never added to them.
 	EstimatedInputTokens int64 `json:"estimated_input_tokens,omitempty"`
+	// UsageCost and BilledCost are the money of Usage and Billed, each
+	// attempt priced at its own price (Entry.Cost); the tokens of an
+	// attempt without a price are not in them but in UnpricedUsageTokens
+	// and UnpricedBilledTokens (input and output tokens), so that an
+	// unpriced attempt is never counted as $0.
+	UsageCost            pricing.Money `json:"usage_cost"`
+	BilledCost           pricing.Money `json:"billed_cost"`
+	UnpricedUsageTokens  int64         `json:"unpriced_usage_tokens"`
+	UnpricedBilledTokens int64         `json:"unpriced_billed_tokens"`
 	// Saturated reports that some sum reached Ceiling: the fields at
 	// Ceiling are not exact (the true sum was larger when it got there);
 	// the others are.
@@ -63,6 +73,11 @@ func (t Totals) Add(u Totals) Totals {
 		Usage:                a.addUsage(t.Usage, u.Usage),
 		Billed:               a.addUsage(t.Billed, u.Billed),
 		EstimatedInputTokens: a.add(t.EstimatedInputTokens, u.EstimatedInputTokens),
+
+		UsageCost:            pricing.Money(a.add(int64(t.UsageCost), int64(u.UsageCost))),
+		BilledCost:           pricing.Money(a.add(int64(t.BilledCost), int64(u.BilledCost))),
+		UnpricedUsageTokens:  a.add(t.UnpricedUsageTokens, u.UnpricedUsageTokens),
+		UnpricedBilledTokens: a.add(t.UnpricedBilledTokens, u.UnpricedBilledTokens),
 		Saturated:            t.Saturated || u.Saturated || a.saturated,
 	}
 }
@@ -80,7 +95,10 @@ func (t Totals) neg() Totals {
 		Usage:                a.negUsage(t.Usage),
 		Billed:               a.negUsage(t.Billed),
 		EstimatedInputTokens: a.neg(t.EstimatedInputTokens),
-		Saturated:            t.Saturated || a.saturated,
+
+		UsageCost: pricing.Money(a.neg(int64(t.UsageCost))), BilledCost: pricing.Money(a.neg(int64(t.BilledCost))),
+		UnpricedUsageTokens: a.neg(t.UnpricedUsageTokens), UnpricedBilledTokens: a.neg(t.UnpricedBilledTokens),
+		Saturated: t.Saturated || a.saturated,
 	}
 }
 
@@ -155,6 +173,12 @@ type Entry struct {
 	EstimatedInput int64     `json:"estimated_input_tokens,omitempty"`
 	StartedAt      time.Time `json:"started_at"`
 	FinishedAt     time.Time `json:"finished_at"`
+	// Cost is the attempt's money at its own price (its provider, model,
+	// service tier, usage and started_at) in the ledger's catalog;
+	// Unpriced reports that the catalog has no price for it (Cost is 0
+	// and its tokens are counted as unpriced).
+	Cost     pricing.Money `json:"cost"`
+	Unpriced bool          `json:"unpriced,omitempty"`
 }
 
 // Request is the record of one logical call in bucket ledger_requests:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -143,14 +144,24 @@ func TestAggregatorSaturatedSessionKeepsGoing(t *testing.T) {
 			e.waitCheckpoint(e.lastSeq())
 
 			_, sess := e.ledger()
+			cost := func(n int, in, out int64) pricing.Money {
+				c, ok := modelPrice(pricing.Default(), evSpec{n: n, in: in, out: out}.event())
+				require.True(t, ok, "event %d is priced", n)
+				return c
+			}
+			// Event 3 is on a model without a price (testModel): 3 + 1
+			// tokens unpriced.
 			assert.Equal(t, Totals{
 				Requests: 3, Succeeded: 3, Attempts: 4,
 				Usage:     events.Usage{InputTokens: Ceiling, OutputTokens: 17},
 				Billed:    events.Usage{InputTokens: Ceiling, OutputTokens: 18},
-				Saturated: true,
+				UsageCost: cost(1, 1e12, 5) + cost(4, 4, 2), BilledCost: cost(1, 1e12, 5) + cost(4, 4, 2),
+				UnpricedBilledTokens: 4,
+				Saturated:            true,
 			}, sess["big"].Totals)
 			assert.Equal(t, Totals{Requests: 1, Succeeded: 1, Attempts: 1,
-				Usage: events.Usage{InputTokens: 7, OutputTokens: 1}, Billed: events.Usage{InputTokens: 7, OutputTokens: 1}},
+				Usage: events.Usage{InputTokens: 7, OutputTokens: 1}, Billed: events.Usage{InputTokens: 7, OutputTokens: 1},
+				UsageCost: cost(2, 7, 1), BilledCost: cost(2, 7, 1)},
 				sess["small"].Totals)
 			entry, err := kv.Get(ctx, "big")
 			require.NoError(t, err)

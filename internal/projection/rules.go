@@ -40,5 +40,11 @@ func (r *Request) Conflicts(ev *events.Attempt) bool {
 //
 // 4: an attempt's estimated_input_tokens is kept in its log entry and
 // summed apart, in the request's and the session's
-// estimated_input_tokens (issue 19).
-const RulesVersion = 4
+// estimated_input_tokens (issue 19, branch estimate).
+//
+// 5: covers both issue 19 branches that were built apart, each of which
+// bumped the version on its own (estimate to 4, cost to 3): the estimate
+// of version 4, and each attempt priced (Entry.Cost, the money fields of
+// records and sessions; branch cost). A ledger written by either one
+// alone is rebuilt, not mixed.
+const RulesVersion = 5

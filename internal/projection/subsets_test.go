@@ -80,17 +80,17 @@ func TestLogEntryLayoutWithSubsets(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(data, &raw), string(data))
 	// The record's model is the winner's (attempt 2): the others carry
-	// indexes into names.
-	require.Len(t, raw.Log[0], 11, string(data))
-	require.Len(t, raw.Log[1], 12, string(data))
-	require.JSONEq(t, `{"rsn":2}`, string(raw.Log[1][11]))
-	require.Len(t, raw.Log[2], 10, string(data))
-	require.JSONEq(t, `{"c1h":1}`, string(raw.Log[2][9]))
+	// indexes into names. Each entry has its cost after finished_at.
+	require.Len(t, raw.Log[0], 12, string(data))
+	require.Len(t, raw.Log[1], 13, string(data))
+	require.JSONEq(t, `{"rsn":2}`, string(raw.Log[1][12]))
+	require.Len(t, raw.Log[2], 11, string(data))
+	require.JSONEq(t, `{"c1h":1}`, string(raw.Log[2][10]))
 	var back Request
 	require.NoError(t, json.Unmarshal(data, &back))
 	require.Equal(t, normalise(r), normalise(&back))
 
-	for _, bad := range []string{`[0,"` + ulidAt(1) + `",0,1,1,0,0,"2026-01-01T00:00:00Z","2026-01-01T00:00:00Z",7]`,
+	for _, bad := range []string{`[0,"` + ulidAt(1) + `",0,1,1,0,0,"2026-01-01T00:00:00Z","2026-01-01T00:00:00Z","x"]`,
 		`[0,"` + ulidAt(1) + `",0,1,1,0,0,"2026-01-01T00:00:00Z","2026-01-01T00:00:00Z",{"rsn":"x"}]`} {
 		var e Entry
 		require.Error(t, r.decodeEntry(json.RawMessage(bad), nil, &e), bad)

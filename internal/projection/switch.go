@@ -42,7 +42,11 @@ func (r *rebuild) recordSwitch(ctx context.Context, t *term, finish func() (uint
 	if err != nil {
 		return err
 	}
-	sw := &switchRecord{Checkpoint: cp, Scratch: r.scratch, Rules: r.cfg.Rules}
+	scp, _, err := readCheckpoint(ctx, scratch.state)
+	if err != nil {
+		return err
+	}
+	sw := &switchRecord{Checkpoint: cp, Scratch: r.scratch, Rules: r.cfg.Rules, Prices: scp.Prices}
 	if sw.Requests, sw.Sessions, sw.Rejected, err = scratch.counts(ctx); err != nil {
 		return err
 	}
@@ -141,6 +145,12 @@ func completeSwitch(ctx context.Context, js jetstream.JetStream, live *resources
 	}
 	if err := check(); err != nil {
 		return err
+	}
+	if sw.Prices != "" && sw.Prices != t.prices {
+		// The rebuilt records are priced with the rebuild's catalog: the
+		// ledger records it, and this term prices with it from now on.
+		log.Info("switch: the ledger is priced with the rebuild's catalog", "catalog", sw.Prices, "was", t.prices)
+		t.prices, t.catalog = sw.Prices, nil
 	}
 	if err := t.writeCheckpoint(ctx, live.stateW, checkpoint{Seq: sw.Checkpoint}); err != nil {
 		return fmt.Errorf("projection: setting the checkpoint to %d: %w", sw.Checkpoint, err)

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/pricebook"
+	"github.com/agentledger/ledger/internal/pricing"
 )
 
 // ErrRulesTooOld means the ledger was written by newer projection rules
@@ -32,8 +35,13 @@ type term struct {
 	lease *lease
 	id    uint64 // the lease revision the term began with
 	rules int    // the writer's RulesVersion
-	cp    checkpoint
-	cpRev uint64
+	// prices is the catalog version the ledger prices with (recorded in
+	// its checkpoint), catalog that catalog: the term prices every
+	// attempt with it and with nothing else.
+	prices  string
+	catalog *pricing.Catalog
+	cp      checkpoint
+	cpRev   uint64
 	// The last sequence of each stream the term writes, as the term knows
 	// it: its own writes are the only ones since it began.
 	reqLast, sesLast, rejLast uint64
@@ -61,7 +69,10 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 		log.Warn("aggregator: the ledger moves to newer projection rules; records written before keep the old ones until a rebuild",
 			"ledger_rules", cp.Rules, "rules", rules)
 	}
-	cp.Term, cp.Rules = t.id, max(cp.Rules, rules)
+	if err := t.choosePrices(ctx, res, cp, log); err != nil {
+		return nil, err
+	}
+	cp.Term, cp.Rules, cp.Prices = t.id, max(cp.Rules, rules), t.prices
 	if t.cpRev, err = res.stateW.putOne(ctx, names.CheckpointKey, mustJSON(cp), rev); err != nil {
 		return nil, fmt.Errorf("projection: beginning term %d: %w", t.id, err)
 	}
@@ -76,6 +87,73 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 		return nil, err
 	}
 	return t, nil
+}
+
+// choosePrices sets the catalog version the term prices with: the one
+// the ledger records in cp, or, for a ledger that records none (an empty
+// one, or one written before pricing), the current catalog of
+// ledger_prices, which the term then records. A newer current catalog is
+// adopted when the term begins only if it prices every attempt started so
+// far as the recorded one does (pricebook.ForwardOnly: it adds future
+// prices or new models); a change of a past price is never used
+// mid-ledger: a rebuild re-prices the history with it and its switch
+// records it. The catalog itself is loaded by the batcher (loadCatalog),
+// so that a rebuild's live term, which prices nothing, does not need it.
+func (t *term) choosePrices(ctx context.Context, res *resources, cp checkpoint, log *slog.Logger) error {
+	current, err := res.book.Current(ctx)
+	if err != nil {
+		return err
+	}
+	t.prices = cp.Prices
+	switch {
+	case t.prices == "":
+		t.prices = current
+		if cp.Seq > 0 {
+			log.Warn("aggregator: the ledger was written before pricing; it is priced from now on, and records written before have no cost until `aggregator rebuild`",
+				"catalog", current)
+		}
+	case t.prices != current:
+		if forwardOnly(ctx, res, t.prices, current, t.lease.now()) {
+			log.Info("aggregator: the ledger adopts the current price catalog: it only adds future prices or new models",
+				"ledger_catalog", t.prices, "current_catalog", current)
+			t.prices = current
+			break
+		}
+		log.Warn("aggregator: a newer price catalog is loaded that changes past prices; the ledger keeps pricing with the version it records until `aggregator rebuild` re-prices its history (`aggregator verify` shows the drift in money)",
+			"ledger_catalog", t.prices, "current_catalog", current)
+	}
+	return nil
+}
+
+// forwardOnly reports whether the ledger priced with catalog version prev
+// may go on with next (pricebook.ForwardOnly); false when this process
+// cannot rebuild either.
+func forwardOnly(ctx context.Context, res *resources, prev, next string, now time.Time) bool {
+	p, err := res.book.Catalog(ctx, prev)
+	if err != nil {
+		return false
+	}
+	n, err := res.book.Catalog(ctx, next)
+	if err != nil {
+		return false
+	}
+	return pricebook.ForwardOnly(p, n, now)
+}
+
+// loadCatalog loads the catalog of the term's version. A version this
+// process cannot rebuild (pricebook.ErrUnavailable: another build's
+// default catalog) stops the term before it writes a record: the ledger
+// is never priced with two catalogs.
+func (t *term) loadCatalog(ctx context.Context, res *resources) error {
+	if t.catalog != nil {
+		return nil
+	}
+	cat, err := res.book.Catalog(ctx, t.prices)
+	if err != nil {
+		return fmt.Errorf("projection: %s is priced with catalog %s and this aggregator cannot price with it (it will not write): %w", res.names.Requests, t.prices, err)
+	}
+	t.catalog = cat
+	return nil
 }
 
 // lastRejection returns the rejection stream's last sequence and the
@@ -116,7 +194,7 @@ func (t *term) writeCheckpoint(ctx context.Context, state *bucket, cp checkpoint
 	if err := t.valid(); err != nil {
 		return err
 	}
-	cp.Term, cp.Rules = t.id, t.rules
+	cp.Term, cp.Rules, cp.Prices = t.id, t.rules, t.prices
 	rev, err := state.putOne(ctx, names.CheckpointKey, mustJSON(cp), t.cpRev)
 	if err != nil {
 		return err

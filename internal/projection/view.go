@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/pricing"
 )
 
 // RequestView is a request record's wire contract v1 fields only.
@@ -19,9 +20,16 @@ type RequestView struct {
 	Billed         events.Usage `json:"billed"`
 	// EstimatedInputTokens sums the input estimated for the attempts
 	// whose provider never reported it, apart from Usage and Billed.
-	EstimatedInputTokens int64     `json:"estimated_input_tokens,omitempty"`
-	FirstStartedAt       time.Time `json:"first_started_at"`
-	LastFinishedAt       time.Time `json:"last_finished_at"`
+	EstimatedInputTokens int64 `json:"estimated_input_tokens,omitempty"`
+	// UsageCost is the winning attempt's money, BilledCost every
+	// attempt's, each at its own price (Entry.Cost); the Unpriced fields
+	// count the input and output tokens of the attempts without a price.
+	UsageCost            pricing.Money `json:"usage_cost"`
+	BilledCost           pricing.Money `json:"billed_cost"`
+	UnpricedUsageTokens  int64         `json:"unpriced_usage_tokens"`
+	UnpricedBilledTokens int64         `json:"unpriced_billed_tokens"`
+	FirstStartedAt       time.Time     `json:"first_started_at"`
+	LastFinishedAt       time.Time     `json:"last_finished_at"`
 }
 
 // View returns the contract fields of r.

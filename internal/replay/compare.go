@@ -109,6 +109,13 @@ func appendContract(b []byte, r *projection.RequestView) []byte {
 	b = strconv.AppendInt(append(b, `,"winning_attempt":`...), int64(r.WinningAttempt), 10)
 	b = events.AppendUsage(append(b, `,"usage":`...), r.Usage)
 	b = events.AppendUsage(append(b, `,"billed":`...), r.Billed)
+	if r.EstimatedInputTokens != 0 { // a member only when there is one, as the codec writes it
+		b = strconv.AppendInt(append(b, `,"estimated_input_tokens":`...), r.EstimatedInputTokens, 10)
+	}
+	b = strconv.AppendInt(append(b, `,"usage_cost":`...), int64(r.UsageCost), 10)
+	b = strconv.AppendInt(append(b, `,"billed_cost":`...), int64(r.BilledCost), 10)
+	b = strconv.AppendInt(append(b, `,"unpriced_usage_tokens":`...), r.UnpricedUsageTokens, 10)
+	b = strconv.AppendInt(append(b, `,"unpriced_billed_tokens":`...), r.UnpricedBilledTokens, 10)
 	b = append(events.AppendTime(append(b, `,"first_started_at":"`...), r.FirstStartedAt), '"')
 	b = append(events.AppendTime(append(b, `,"last_finished_at":"`...), r.LastFinishedAt), '"')
 	return append(b, `,"log":`...)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -117,6 +118,15 @@ func (r *record) num(field string, live, recomputed int64) {
 	}
 }
 
+// cost compares a money field: Live and Recomputed in US dollars, Delta
+// in nano-USD.
+func (r *record) cost(field string, live, recomputed pricing.Money) {
+	if live != recomputed {
+		delta := int64(live - recomputed)
+		r.add(field, live.String(), recomputed.String(), &delta)
+	}
+}
+
 func (r *record) time(field string, live, recomputed time.Time) {
 	if !live.Equal(recomputed) {
 		r.add(field, live.UTC().Format(time.RFC3339Nano), recomputed.UTC().Format(time.RFC3339Nano), nil)
@@ -157,9 +167,20 @@ func (c *diffs) request(id string, seq uint64, live, re *projection.RequestView)
 	r.usage("usage", live.Usage, re.Usage)
 	r.usage("billed", live.Billed, re.Billed)
 	r.num("estimated_input_tokens", live.EstimatedInputTokens, re.EstimatedInputTokens)
+	r.money(live.UsageCost, re.UsageCost, live.BilledCost, re.BilledCost, live.UnpricedUsageTokens, re.UnpricedUsageTokens,
+		live.UnpricedBilledTokens, re.UnpricedBilledTokens)
 	r.time("first_started_at", live.FirstStartedAt, re.FirstStartedAt)
 	r.time("last_finished_at", live.LastFinishedAt, re.LastFinishedAt)
 	return r.differ
+}
+
+// money compares the money fields of a record (nano-USD) and its
+// unpriced tokens.
+func (r *record) money(usage, reUsage, billed, reBilled pricing.Money, unpricedUsage, reUnpricedUsage, unpricedBilled, reUnpricedBilled int64) {
+	r.cost("usage_cost", usage, reUsage)
+	r.cost("billed_cost", billed, reBilled)
+	r.num("unpriced_usage_tokens", unpricedUsage, reUnpricedUsage)
+	r.num("unpriced_billed_tokens", unpricedBilled, reUnpricedBilled)
 }
 
 // session compares a session record; a missing record counts as zero
@@ -177,10 +198,15 @@ func (c *diffs) session(id string, seq uint64, inLive, inRe bool, live, re proje
 	r.usage("usage", live.Usage, re.Usage)
 	r.usage("billed", live.Billed, re.Billed)
 	r.num("estimated_input_tokens", live.EstimatedInputTokens, re.EstimatedInputTokens)
+	r.money(live.UsageCost, re.UsageCost, live.BilledCost, re.BilledCost, live.UnpricedUsageTokens, re.UnpricedUsageTokens,
+		live.UnpricedBilledTokens, re.UnpricedBilledTokens)
 	if live.Saturated != re.Saturated {
 		r.add("saturated", strconv.FormatBool(live.Saturated), strconv.FormatBool(re.Saturated), nil)
 	}
 	c.d.UsageDelta = c.d.UsageDelta.Add(live.Usage.Sub(re.Usage))
 	c.d.BilledDelta = c.d.BilledDelta.Add(live.Billed.Sub(re.Billed))
+	c.d.UsageCostDelta += live.UsageCost - re.UsageCost
+	c.d.BilledCostDelta += live.BilledCost - re.BilledCost
+	c.d.UnpricedTokenDelta += live.UnpricedBilledTokens - re.UnpricedBilledTokens
 	return r.differ
 }

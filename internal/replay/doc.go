@@ -17,6 +17,12 @@
 // stream up to P if s <= P, and up to s otherwise. Every record is
 // compared at that point: P, or its own s. A record is compared once.
 //
+// Money: the recomputation prices every attempt with the current catalog
+// of ledger_prices (the point-in-time report with the ledger's own), so
+// a catalog loaded after the ledger was priced shows as differences in
+// usage_cost, billed_cost and the unpriced tokens, summed in the Drift's
+// money deltas, until a rebuild re-prices the ledger.
+//
 // Sessions: right after P, Verify reads every live session record once
 // (ledger_sessions streamed in order). Those with s > P are few (written
 // by batches committed while it read them) and set the target T, the

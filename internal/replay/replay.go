@@ -46,7 +46,11 @@ func Ledger(ctx context.Context, js jetstream.JetStream, p Point, o Options) (*R
 	if p.Seq > 0 && p.Seq < last {
 		last = p.Seq
 	}
-	mem := NewMemory(o.Apply)
+	apply, _, err := o.pricedApply(ctx, js, true)
+	if err != nil {
+		return nil, err
+	}
+	mem := NewMemory(apply)
 	err = scan(ctx, stream, js.Conn().MaxPayload(), 1, last, o.Progress, func(m stored) bool {
 		if !p.At.IsZero() && m.time.After(p.At) {
 			return false

@@ -54,7 +54,9 @@ func TestLedgerAtPoint(t *testing.T) {
 	pub(event(5, "S2", "R1", 2, true, 9, 9)) // session conflict: never counted
 
 	want := projection.Totals{Requests: 1, Succeeded: 1, Attempts: 2,
-		Usage: events.Usage{InputTokens: 500, OutputTokens: 1200}, Billed: events.Usage{InputTokens: 1000, OutputTokens: 1200}}
+		Usage: events.Usage{InputTokens: 500, OutputTokens: 1200}, Billed: events.Usage{InputTokens: 1000, OutputTokens: 1200},
+		// Model "m" has no price: its tokens are unpriced, never $0.
+		UnpricedUsageTokens: 1700, UnpricedBilledTokens: 2200}
 	for _, p := range []Point{{Seq: cut}, {At: cutTime}} {
 		l, err := Ledger(ctx, js, p, Options{})
 		require.NoError(t, err)

@@ -8,14 +8,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
 // Options are shared by the replays.
 type Options struct {
-	// Apply is the merge to replay under; nil is the current
-	// (*projection.Request).Apply. It is a seam for tests.
+	// Apply is the merge to replay under; nil is the current rule,
+	// projection.Priced with the catalog of ledger_prices (see
+	// pricedApply). It is a seam for tests.
 	Apply projection.ApplyFunc
+	// Catalog is this build's default price catalog; nil is
+	// pricing.Default() (a seam, as projection.Config.Catalog).
+	Catalog *pricing.Catalog
 	// Progress, when set, is called now and then with the stream sequence
 	// reached and the last one the replay will read.
 	Progress func(done, total uint64)

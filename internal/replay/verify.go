@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -47,7 +48,8 @@ type Diff struct {
 	Field      string `json:"field"` // the contract's JSON name, dotted for usage and billed
 	Live       string `json:"live"`
 	Recomputed string `json:"recomputed"`
-	// Delta is live minus recomputed for numeric fields.
+	// Delta is live minus recomputed for numeric fields (for the money
+	// fields, whose Live and Recomputed are in US dollars, in nano-USD).
 	Delta *int64 `json:"delta,omitempty"`
 	// Seq is the stream sequence both sides were compared at.
 	Seq uint64 `json:"seq"`
@@ -73,6 +75,18 @@ type Drift struct {
 	BilledDelta      events.Usage `json:"billed_delta"`
 	UsageTokenDelta  int64        `json:"usage_token_delta"`
 	BilledTokenDelta int64        `json:"billed_token_delta"`
+	// UsageCostDelta and BilledCostDelta are the drift in money: live
+	// minus recomputed, in nano-USD, summed over the sessions;
+	// UnpricedTokenDelta the drift in billed tokens without a price. A
+	// corrected price in the catalog shows here until a rebuild.
+	UsageCostDelta     pricing.Money `json:"usage_cost_delta"`
+	BilledCostDelta    pricing.Money `json:"billed_cost_delta"`
+	UnpricedTokenDelta int64         `json:"unpriced_billed_token_delta"`
+	// LedgerPrices is the catalog version the live ledger records,
+	// Prices the one Verify recomputed with (the current catalog of
+	// ledger_prices).
+	LedgerPrices string `json:"ledger_prices,omitempty"`
+	Prices       string `json:"prices,omitempty"`
 	// DiffCount counts every differing field; Diffs holds the first of
 	// them (Options.MaxDiffs), sorted by kind (sessions, requests,
 	// rejections), ID (rejections by sequence) and field.
@@ -176,10 +190,18 @@ func Verify(ctx context.Context, js jetstream.JetStream, o Options) (*Drift, err
 	if err := allowDirect(ctx, js, info); err != nil {
 		return nil, err
 	}
-	d := &Drift{Checkpoint: p}
+	apply, prices, err := o.pricedApply(ctx, js, false)
+	if err != nil {
+		return nil, err
+	}
+	ledgerPrices, err := projection.LedgerPrices(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	d := &Drift{Checkpoint: p, Prices: prices, LedgerPrices: ledgerPrices}
 	slow := watchSlowConsumer(js.Conn())
 	defer slow.stop()
-	v := &verifier{js: js, nc: js.Conn(), o: o, lim: o.limits(), apply: o.Apply, p: p, first: first,
+	v := &verifier{js: js, nc: js.Conn(), o: o, lim: o.limits(), apply: apply, p: p, first: first,
 		c: &diffs{d: d, limit: o.MaxDiffs}, scratch: newScratch(js)}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

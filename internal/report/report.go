@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/progress"
 	"github.com/agentledger/ledger/internal/projection"
 )
@@ -115,15 +116,18 @@ func WriteJSON(w io.Writer, l *Ledger) error {
 }
 
 // WriteTable writes one row per session and a total row: requests,
-// attempts, retries, status counts, usage in/out, billed in/out and the
-// retry overhead (billed minus usage); then, when some input was
-// estimated (projection.Totals.EstimatedInputTokens), a line with it,
-// apart from the table. A sum that saturated (see
+// attempts, retries, status counts, usage in/out, billed in/out, the
+// retry overhead (billed minus usage), and the same in money (US dollars,
+// each attempt at its own price) with the tokens no price covers
+// (billed: the attempts without a price), which the money leaves out;
+// then, when some input was estimated
+// (projection.Totals.EstimatedInputTokens), a line with it, apart from
+// the table. A sum that saturated (see
 // projection.Totals) is shown as "≥" and the ceiling, and what is derived
 // from it as n/a; a line below the table says so.
 func WriteTable(w io.Writer, l *Ledger) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "SESSION\tREQUESTS\tATTEMPTS\tRETRIES\tOK\tFAILED\tPENDING\tUSAGE IN\tUSAGE OUT\tBILLED IN\tBILLED OUT\tOVERHEAD IN\tOVERHEAD OUT\tOVERHEAD %\t")
+	fmt.Fprintln(tw, "SESSION\tREQUESTS\tATTEMPTS\tRETRIES\tOK\tFAILED\tPENDING\tUSAGE IN\tUSAGE OUT\tBILLED IN\tBILLED OUT\tOVERHEAD IN\tOVERHEAD OUT\tOVERHEAD %\tUSAGE $\tBILLED $\tOVERHEAD $\tUNPRICED TOKENS\t")
 	saturated := 0
 	for _, s := range l.Sessions {
 		writeRow(tw, s.SessionID, s.Totals)
@@ -144,6 +148,10 @@ func WriteTable(w io.Writer, l *Ledger) error {
 	_, err := fmt.Fprintf(w, "%d %s; applied through stream sequence %d of %d%s.\n", len(l.Sessions), plural(len(l.Sessions), "session"), l.Applied, l.StreamLast, lag)
 	if err == nil {
 		err = writeEstimated(w, l)
+	}
+	if err == nil && l.Total.UnpricedBilledTokens > 0 {
+		_, err = fmt.Fprintf(w, "%s billed tokens (input and output) ran on models without a price in the ledger's catalog: the money leaves them out (see `aggregator prices`).\n",
+			num(l.Total.UnpricedBilledTokens))
 	}
 	if err == nil && (saturated > 0 || l.Total.Saturated) {
 		msg := "A sum marked ≥ passed " + num(projection.Ceiling) + " (2^63-1) and stopped there: the true sum is larger.\n"
@@ -187,10 +195,14 @@ func writeRow(w io.Writer, name string, t projection.Totals) {
 	if c.exact(t.Attempts, t.Requests) {
 		retries = num(t.Attempts - t.Requests)
 	}
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name,
+	overCost := "n/a"
+	if c.exact(int64(t.UsageCost), int64(t.BilledCost)) {
+		overCost = (t.BilledCost - t.UsageCost).String()
+	}
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name,
 		c.num(t.Requests), c.num(t.Attempts), retries, c.num(t.Succeeded), c.num(t.Failed), c.num(t.Pending),
 		c.num(t.Usage.InputTokens), c.num(t.Usage.OutputTokens), c.num(t.Billed.InputTokens), c.num(t.Billed.OutputTokens),
-		over[0], over[1], over[2])
+		over[0], over[1], over[2], c.money(t.UsageCost), c.money(t.BilledCost), overCost, c.num(t.UnpricedBilledTokens))
 }
 
 // cells formats the numbers of one row: a saturated sum is marked.
@@ -204,6 +216,14 @@ func (c cells) num(n int64) string {
 		return "≥" + num(n)
 	}
 	return num(n)
+}
+
+// money writes m in US dollars; a saturated sum is marked.
+func (c cells) money(m pricing.Money) string {
+	if c.sat(int64(m)) {
+		return "≥" + m.String()
+	}
+	return m.String()
 }
 
 // exact reports whether none of ns is a saturated sum.

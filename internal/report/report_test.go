@@ -25,16 +25,19 @@ func TestNum(t *testing.T) {
 func TestWriteTableShowsOverhead(t *testing.T) {
 	s := projection.SessionView{SessionID: "S1", Totals: projection.Totals{
 		Requests: 1, Succeeded: 1, Attempts: 2,
-		Usage:  events.Usage{InputTokens: 500, OutputTokens: 1200},
-		Billed: events.Usage{InputTokens: 1000, OutputTokens: 1200},
+		Usage:     events.Usage{InputTokens: 500, OutputTokens: 1200},
+		Billed:    events.Usage{InputTokens: 1000, OutputTokens: 1200},
+		UsageCost: 19_500_000, BilledCost: 21_000_000, UnpricedBilledTokens: 40,
 	}}
 	l := &Ledger{Sessions: []projection.SessionView{s}, Total: s.Totals, Applied: 2, StreamLast: 3}
 	var buf bytes.Buffer
 	require.NoError(t, WriteTable(&buf, l))
 	out := buf.String()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 3, out) // header, the session, the summary (no total row for one session)
-	require.Equal(t, []string{"S1", "1", "2", "1", "1", "0", "0", "500", "1,200", "1,000", "1,200", "500", "0", "29.4%"}, strings.Fields(lines[1]))
+	require.Len(t, lines, 4, out) // header, the session, the summary (no total row for one session), the unpriced note
+	require.Equal(t, []string{"S1", "1", "2", "1", "1", "0", "0", "500", "1,200", "1,000", "1,200", "500", "0", "29.4%",
+		"0.0195", "0.021", "0.0015", "40"}, strings.Fields(lines[1]))
+	require.Contains(t, lines[3], "40 billed tokens (input and output) ran on models without a price")
 	require.Contains(t, lines[2], "applied through stream sequence 2 of 3 (1 events not applied yet)")
 
 	buf.Reset()
@@ -119,10 +122,10 @@ func TestWriteTableMarksSaturatedSums(t *testing.T) {
 	require.Len(t, lines, 7, out) // header, three sessions, total, summary, saturation note
 	ceiling := "≥9,223,372,036,854,775,807"
 	require.Equal(t, []string{"a", "2", "3", "1", "2", "0", "0", "5,000,000,000,000,000,000", "5,000,000,000,000,000,000",
-		"5,000,000,000,000,000,000", "5,000,000,000,000,000,000", "0", "0", "0.0%"}, strings.Fields(lines[1]), "exact sums near the ceiling")
-	require.Equal(t, []string{"b", "1", "1", "0", "1", "0", "0", "10", "1", ceiling, "1", "n/a", "n/a", "n/a"}, strings.Fields(lines[2]))
+		"5,000,000,000,000,000,000", "5,000,000,000,000,000,000", "0", "0", "0.0%", "0.00", "0.00", "0.00", "0"}, strings.Fields(lines[1]), "exact sums near the ceiling")
+	require.Equal(t, []string{"b", "1", "1", "0", "1", "0", "0", "10", "1", ceiling, "1", "n/a", "n/a", "n/a", "0.00", "0.00", "0.00", "0"}, strings.Fields(lines[2]))
 	require.Equal(t, []string{"TOTAL", "4", "5", "1", "3", "1", "0", "5,000,000,000,000,000,010", "5,000,000,000,000,000,001",
-		ceiling, "5,000,000,000,000,000,003", "n/a", "n/a", "n/a"}, strings.Fields(lines[4]))
+		ceiling, "5,000,000,000,000,000,003", "n/a", "n/a", "n/a", "0.00", "0.00", "0.00", "0"}, strings.Fields(lines[4]))
 	require.Contains(t, lines[6], "1 session saturated")
 	require.Contains(t, lines[6], "9,223,372,036,854,775,807 (2^63-1)")
 	for _, f := range strings.Fields(strings.Join(lines[:5], "\n")) {

@@ -85,7 +85,7 @@ func Breaking(diffs []Difference) error {
 // maxRecordBytes is the largest record the projection writes (a request
 // record, projection.MaxRequestRecordBytes) with its headers: a bucket
 // whose max value size is below it refuses the largest records.
-const maxRecordBytes = 672<<10 + 4<<10
+const maxRecordBytes = 704<<10 + 4<<10
 
 // Compare reports the settings of have, an existing stream's
 // configuration, that differ from those want asks for. It compares only

@@ -65,7 +65,7 @@ func TestCompare(t *testing.T) {
 				Why: "a memory bucket loses its records when the server restarts"},
 			{Resource: "ledger_requests", Setting: "max value size", Want: "unlimited", Have: "1024",
 				Fix: "nats stream edit KV_ledger_requests --max-msg-size -1",
-				Why: "below 692224 bytes, the largest record the ledger writes: the aggregator stalls on such a record"},
+				Why: "below 724992 bytes, the largest record the ledger writes: the aggregator stalls on such a record"},
 		}},
 	}
 	for _, tt := range tests {
