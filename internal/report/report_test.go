@@ -185,3 +185,30 @@ func TestWriteTableShowsEstimatedInputApart(t *testing.T) {
 		})
 	}
 }
+
+// The money columns, the estimated-input line and the unpriced note appear
+// together (the estimate and cost branches each knew only their own).
+func TestWriteTableShowsMoneyAndEstimate(t *testing.T) {
+	s := projection.SessionView{SessionID: "S1", Totals: projection.Totals{
+		Requests: 1, Succeeded: 1, Attempts: 2,
+		Usage:                events.Usage{InputTokens: 500, OutputTokens: 1200},
+		Billed:               events.Usage{InputTokens: 500, OutputTokens: 1203},
+		EstimatedInputTokens: 812,
+		UsageCost:            19_500_000, BilledCost: 21_000_000, UnpricedBilledTokens: 40,
+	}}
+	l := &Ledger{Sessions: []projection.SessionView{s}, Total: s.Totals, Applied: 2, StreamLast: 2}
+	var buf bytes.Buffer
+	require.NoError(t, WriteTable(&buf, l))
+	out := buf.String()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 5, out) // header, the session, the summary, the estimate, the unpriced note
+	require.Equal(t, []string{"0.0195", "0.021", "0.0015", "40"}, strings.Fields(lines[1])[14:], out)
+	require.Contains(t, lines[3], "Estimated input, not in usage or billed: 812 tokens", out)
+	require.Contains(t, lines[4], "40 billed tokens (input and output) ran on models without a price", out)
+
+	buf.Reset()
+	require.NoError(t, WriteJSON(&buf, l))
+	for _, member := range []string{`"estimated_input_tokens": 812`, `"usage_cost": 19500000`, `"billed_cost": 21000000`, `"unpriced_billed_tokens": 40`} {
+		require.Contains(t, buf.String(), member)
+	}
+}
