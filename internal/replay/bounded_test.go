@@ -350,16 +350,23 @@ func TestOpenRequestRoundTrip(t *testing.T) {
 }
 
 // The contract prefix verify compares is exactly the beginning of the
-// stored form the aggregator writes.
+// stored form the aggregator writes, with and without an estimated input
+// (a member only when not 0) and with the money members.
 func TestAppendContractIsTheStoredPrefix(t *testing.T) {
-	r := projection.NewRequest("req-\u00e9\"x", "sess-1")
-	r.Apply(event(3, "sess-1", "req-\u00e9\"x", 0, false, 40, 2))
-	r.Apply(event(4, "sess-1", "req-\u00e9\"x", 1, true, 41, 7))
-	stored, err := r.MarshalJSON()
-	require.NoError(t, err)
-	prefix := appendContract(nil, &r.RequestView)
-	require.True(t, strings.HasPrefix(string(stored), string(prefix)), "%s\n%s", stored, prefix)
-	require.True(t, strings.HasSuffix(string(prefix), `,"log":`))
+	for _, est := range []int64{0, 812} {
+		r := projection.NewRequest("req-\u00e9\"x", "sess-1")
+		cut := event(3, "sess-1", "req-\u00e9\"x", 0, false, 40, 2)
+		cut.EstimatedInputTokens = est
+		r.Apply(cut)
+		r.Apply(event(4, "sess-1", "req-\u00e9\"x", 1, true, 41, 7))
+		stored, err := r.MarshalJSON()
+		require.NoError(t, err)
+		prefix := appendContract(nil, &r.RequestView)
+		require.True(t, strings.HasPrefix(string(stored), string(prefix)), "%s\n%s", stored, prefix)
+		require.True(t, strings.HasSuffix(string(prefix), `,"log":`))
+		require.Equal(t, est != 0, strings.Contains(string(prefix), `"estimated_input_tokens":812`), string(prefix))
+		require.Contains(t, string(prefix), `"unpriced_billed_tokens":`)
+	}
 }
 
 // A body over the contract's size in a stream created without MaxMsgSize
