@@ -150,7 +150,7 @@ func WriteTable(w io.Writer, l *Ledger) error {
 		err = writeEstimated(w, l)
 	}
 	if err == nil && l.Total.UnpricedBilledTokens > 0 {
-		_, err = fmt.Fprintf(w, "%s billed tokens (input and output) ran on models without a price in the ledger's catalog: the money leaves them out (see `aggregator prices`).\n",
+		_, err = fmt.Fprintf(w, "%s billed tokens (input and output) had no price in the ledger's catalog for their provider, model and service tier: the money leaves them out (see `aggregator prices`).\n",
 			num(l.Total.UnpricedBilledTokens))
 	}
 	if err == nil && (saturated > 0 || l.Total.Saturated) {

@@ -37,7 +37,7 @@ func TestWriteTableShowsOverhead(t *testing.T) {
 	require.Len(t, lines, 4, out) // header, the session, the summary (no total row for one session), the unpriced note
 	require.Equal(t, []string{"S1", "1", "2", "1", "1", "0", "0", "500", "1,200", "1,000", "1,200", "500", "0", "29.4%",
 		"0.0195", "0.021", "0.0015", "40"}, strings.Fields(lines[1]))
-	require.Contains(t, lines[3], "40 billed tokens (input and output) ran on models without a price")
+	require.Contains(t, lines[3], "40 billed tokens (input and output) had no price in the ledger's catalog for their provider, model and service tier")
 	require.Contains(t, lines[2], "applied through stream sequence 2 of 3 (1 events not applied yet)")
 
 	buf.Reset()
@@ -204,7 +204,7 @@ func TestWriteTableShowsMoneyAndEstimate(t *testing.T) {
 	require.Len(t, lines, 5, out) // header, the session, the summary, the estimate, the unpriced note
 	require.Equal(t, []string{"0.0195", "0.021", "0.0015", "40"}, strings.Fields(lines[1])[14:], out)
 	require.Contains(t, lines[3], "Estimated input, not in usage or billed: 812 tokens", out)
-	require.Contains(t, lines[4], "40 billed tokens (input and output) ran on models without a price", out)
+	require.Contains(t, lines[4], "40 billed tokens (input and output) had no price in the ledger's catalog for their provider, model and service tier", out)
 
 	buf.Reset()
 	require.NoError(t, WriteJSON(&buf, l))
