@@ -331,52 +331,51 @@ func TestStreamIdleTimeout(t *testing.T) {
 	assert.Equal(t, int64(120), evs[0].Usage.InputTokens, "the input message_start billed")
 }
 
-// A client that leaves as soon as the stream's terminal event reaches it
-// (the SDKs close on [DONE] or message_stop) cancels the request, and so
-// the read of the upstream's last bytes: the call succeeded all the same
-// (it was recorded canceled, under load about one run in 14 of the e2e
-// test of the Go SDKs).
-func TestClientLeavingAfterTheEndIsASuccess(t *testing.T) {
-	hold := func(w http.ResponseWriter, r *http.Request) {
-		sse(false, evStart, evDelta, evStop)(w, r)
-		<-r.Context().Done() // the upstream's end never comes before the client leaves
+// A client that leaves as soon as the stream's last event reaches it
+// cancels the request, and so the read of the upstream's last bytes; the
+// call ends as the upstream ended it all the same:
+//   - after the terminal event (the SDKs close on [DONE] or message_stop)
+//     it succeeded (it was recorded canceled, under load about one run in
+//     14 of the e2e test of the Go SDKs);
+//   - after an error event (the SDKs stop there) it is the upstream's
+//     failure, which the breaker and the ledger must see, not the
+//     client's cancellation (recorded canceled in about one e2e run in 20
+//     of the compatible presets' test).
+func TestClientLeavingAfterTheLastEvent(t *testing.T) {
+	tests := []struct {
+		name     string
+		events   []string
+		lastLine string
+		wantKind events.ErrorKind // "" for a success
+	}{
+		{"after the end, a success", []string{evStart, evDelta, evStop}, "message_stop", ""},
+		{"after an error event, the upstream's error", []string{evStart, evDelta, evOverloaded}, "overloaded_error", events.KindOverloaded},
 	}
-	up := startScripted(t, hold)
-	h := newHarness(t, up.srv.URL, nil)
-	resp := h.post("/v1/messages", anthropicStreamBody, "X-Api-Key", "k")
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() && !strings.Contains(sc.Text(), "message_stop") {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hold := func(w http.ResponseWriter, r *http.Request) {
+				sse(false, tt.events...)(w, r)
+				<-r.Context().Done() // the upstream's end never comes before the client leaves
+			}
+			up := startScripted(t, hold)
+			h := newHarness(t, up.srv.URL, nil)
+			resp := h.post("/v1/messages", anthropicStreamBody, "X-Api-Key", "k")
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() && !strings.Contains(sc.Text(), tt.lastLine) {
+			}
+			require.NoError(t, resp.Body.Close()) // leaves at once, as an SDK does
+			require.Eventually(t, func() bool { return len(h.events()) == 1 }, 10*time.Second, 5*time.Millisecond, "the call's event")
+			ev := h.events()[0]
+			assert.True(t, ev.Final)
+			if tt.wantKind == "" {
+				assert.Nil(t, ev.Error, "a success, not %+v", ev.Error)
+				assert.Equal(t, int64(120), ev.Usage.InputTokens)
+				return
+			}
+			require.NotNil(t, ev.Error)
+			assert.Equal(t, tt.wantKind, ev.Error.Kind)
+		})
 	}
-	require.NoError(t, resp.Body.Close()) // leaves at once, as an SDK does
-	require.Eventually(t, func() bool { return len(h.events()) == 1 }, 10*time.Second, 5*time.Millisecond, "the call's event")
-	evs := h.events()
-	assert.Nil(t, evs[0].Error, "a success, not %+v", evs[0].Error)
-	assert.True(t, evs[0].Final)
-	assert.Equal(t, int64(120), evs[0].Usage.InputTokens)
-}
-
-// A client that leaves as soon as the stream's error event reaches it (the
-// SDKs stop there) leaves the call the upstream's failure, not its own
-// cancellation: the breaker and the ledger see an overloaded upstream. It
-// was recorded canceled (about one e2e run in 20 of the compatible
-// presets' test).
-func TestClientLeavingAfterAnErrorEventKeepsTheUpstreamsError(t *testing.T) {
-	hold := func(w http.ResponseWriter, r *http.Request) {
-		sse(false, evStart, evDelta, evOverloaded)(w, r)
-		<-r.Context().Done() // the upstream's end never comes before the client leaves
-	}
-	up := startScripted(t, hold)
-	h := newHarness(t, up.srv.URL, nil)
-	resp := h.post("/v1/messages", anthropicStreamBody, "X-Api-Key", "k")
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() && !strings.Contains(sc.Text(), "overloaded_error") {
-	}
-	require.NoError(t, resp.Body.Close())
-	require.Eventually(t, func() bool { return len(h.events()) == 1 }, 10*time.Second, 5*time.Millisecond, "the call's event")
-	evs := h.events()
-	require.NotNil(t, evs[0].Error)
-	assert.Equal(t, events.KindOverloaded, evs[0].Error.Kind)
-	assert.True(t, evs[0].Final)
 }
 
 // An upstream that cannot be reached is retried, then answered 502.
