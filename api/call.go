@@ -39,6 +39,10 @@ type Call struct {
 	// this call's first attempt; FirstAttempt + MaxRetries must not exceed
 	// MaxAttempt.
 	FirstAttempt int
+	// Labels attribute the call (team, user, agent...): every attempt's
+	// event carries them, merged over the middleware's defaults (a key
+	// set here wins). At most MaxLabels pairs; see Labels.Validate.
+	Labels Labels
 }
 
 // Attempt is what the call's function learns about the attempt it is

@@ -103,4 +103,7 @@ type Attempt struct {
 	// cut before its usage chunk); 0 when nothing was estimated. It is
 	// kept apart from Usage so that exact and estimated counts never mix.
 	EstimatedInputTokens int64 `json:"estimated_input_tokens,omitempty"`
+	// Labels attribute the call (issue 20); nil when it has none. The
+	// request's labels are those of its first accepted attempt.
+	Labels api.Labels `json:"labels,omitempty"`
 }

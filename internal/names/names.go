@@ -92,3 +92,8 @@ const (
 	UpstreamBudget   = "budget"
 	UpstreamProcess  = "process"
 )
+
+// RollupsBucket holds the totals per hour and cell (provider, model,
+// labels) and per hour and session: the rollups the report answers
+// from (issue 20).
+const RollupsBucket = "ledger_rollups"
