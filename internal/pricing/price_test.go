@@ -252,6 +252,19 @@ func TestPriceByHand(t *testing.T) {
 			want: Cost{Total: 2_220_000, Input: 800_000, CacheRead: 300_000, Output: 1_120_000},
 		},
 		{
+			// GPT-4.1 mini on the priority tier (OpenAI's Priority processing page):
+			// $0.70 in, $0.175 cached, $2.80 out.
+			//   uncached 600 x 0.70  = 420,000
+			//   cached   400 x 0.175 =  70,000
+			//   output   100 x 2.80  = 280,000
+			//   total                  770,000
+			name: "openai older model, priority tier",
+			c:    def,
+			a: Attempt{Provider: "openai", Model: "gpt-4.1-mini", ServiceTier: "priority", At: day("2026-12-04"),
+				Usage: events.Usage{InputTokens: 1_000, OutputTokens: 100, CacheReadInputTokens: 400}},
+			want: Cost{Total: 770_000, Input: 420_000, CacheRead: 70_000, Output: 280_000},
+		},
+		{
 			// A preset: DeepSeek's deepseek-chat (V4 Flash), cache hit $0.0028.
 			//   miss  2,000 x 0.14   = 280,000
 			//   hit   8,000 x 0.0028 =  22,400
