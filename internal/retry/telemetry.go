@@ -264,8 +264,7 @@ func (r *run) startAttempt(t *telemetry, number int, eventID string, started tim
 func (r *run) endAttempt(t *telemetry, ev *events.Attempt, c *Classification, final bool) {
 	tc := &r.tc
 	tc.billed = tc.billed.Add(ev.Usage)
-	if ev.Usage.InputTokens > 0 || ev.Usage.OutputTokens > 0 || c == nil {
-		ctx := r.parent()
+	if ctx := r.parent(); (ev.Usage.InputTokens > 0 || ev.Usage.OutputTokens > 0 || c == nil) && t.tokens.Enabled(ctx) {
 		var buf [2]attribute.KeyValue
 		attrs := append(buf[:0], semconv.GenAIRequestModel(r.call.Model))
 		if c != nil {
@@ -333,13 +332,15 @@ func (r *run) endCall(t *telemetry, ev *events.Attempt) {
 	if end.IsZero() {
 		end = r.tl.now()
 	}
-	var buf [2]attribute.KeyValue
-	attrs := append(buf[:0], semconv.GenAIRequestModel(r.call.Model))
-	if failed {
-		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(kind)))
+	if t.duration.Enabled(tc.ctx) {
+		var buf [2]attribute.KeyValue
+		attrs := append(buf[:0], semconv.GenAIRequestModel(r.call.Model))
+		if failed {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(kind)))
+		}
+		t.duration.Record(tc.ctx, end.Sub(r.tl.start).Seconds(), genaiconv.OperationNameAttr(tc.op),
+			genaiconv.ProviderNameAttr(ProviderName(r.call.Provider)), attrs...)
 	}
-	t.duration.Record(tc.ctx, end.Sub(r.tl.start).Seconds(), genaiconv.OperationNameAttr(tc.op),
-		genaiconv.ProviderNameAttr(ProviderName(r.call.Provider)), attrs...)
 	span := tc.span
 	if !span.IsRecording() {
 		span.End()
