@@ -324,7 +324,7 @@ func NewMiddleware(pub *Publisher, opts ...MiddlewareOption) (*Middleware, error
 		o.log = slog.Default()
 	}
 	ro := retry.Options{Policy: o.policy, Sink: pub.p, Logger: o.log}
-	ro.TracerProvider, ro.MeterProvider = telemetryProviders(o.tracerProvider, o.meterProvider)
+	ro.TracerProvider, ro.MeterProvider = retry.LibraryProviders(o.tracerProvider, o.meterProvider)
 	m := &Middleware{closeFleet: func() {}}
 	ro.Classifier, m.classified, m.anyProvider = o.classifiers.withBuiltins()
 	if o.fleet != nil {

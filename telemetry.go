@@ -3,11 +3,8 @@ package ledger
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentledger/ledger/internal/retry"
 )
@@ -58,23 +55,4 @@ func WithMeterProvider(mp metric.MeterProvider) MiddlewareOption {
 // it a call is a "chat".
 func WithOperation(ctx context.Context, operation string) context.Context {
 	return retry.WithOperation(ctx, operation)
-}
-
-// telemetryProviders are the providers the middleware records through:
-// the options', else otel's global ones; nil for a no-op one, so that
-// the middleware does nothing at all for it.
-func telemetryProviders(tp trace.TracerProvider, mp metric.MeterProvider) (trace.TracerProvider, metric.MeterProvider) {
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	if mp == nil {
-		mp = otel.GetMeterProvider()
-	}
-	if _, ok := tp.(tracenoop.TracerProvider); ok {
-		tp = nil
-	}
-	if _, ok := mp.(metricnoop.MeterProvider); ok {
-		mp = nil
-	}
-	return tp, mp
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -105,6 +106,27 @@ func ProviderName(provider string) string {
 		return string(genaiconv.ProviderNameXAI)
 	}
 	return provider
+}
+
+// LibraryProviders are the providers a library's middleware records
+// through (package ledger's and package gateway's): tp and mp when set,
+// else otel's global ones, which are no-ops until the program sets its
+// own; a provider of trace/noop or metric/noop is nil, so that the
+// middleware does nothing at all for it.
+func LibraryProviders(tp trace.TracerProvider, mp metric.MeterProvider) (trace.TracerProvider, metric.MeterProvider) {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if _, ok := tp.(tracenoop.TracerProvider); ok {
+		tp = nil
+	}
+	if _, ok := mp.(metricnoop.MeterProvider); ok {
+		mp = nil
+	}
+	return tp, mp
 }
 
 // telemetry holds the instruments of a middleware with telemetry on.
