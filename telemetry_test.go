@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentledger/ledger"
 	"github.com/agentledger/ledger/internal/telemetry/telemetrytest"
@@ -105,4 +108,39 @@ func TestMiddlewareTelemetry(t *testing.T) {
 	require.Equal(t, 14.0, input)
 	require.Len(t, k.Histogram(t, "gen_ai.client.operation.duration"), 1)
 	require.Equal(t, "https://opentelemetry.io/schemas/"+ledger.SemconvVersion, semconv.SchemaURL, "the version the docs name")
+}
+
+// TestMiddlewareUsesTheGlobalProviders: without the options the
+// middleware records through otel's global providers, once the program
+// sets them (here after NewMiddleware: the global provider delegates);
+// a no-op provider turns it off.
+func TestMiddlewareUsesTheGlobalProviders(t *testing.T) {
+	pub := testPublisher(t)
+	mw, err := ledger.NewMiddleware(pub, ledger.WithClassifiers(ledger.ClassifierFunc(func(error, time.Time) (ledger.Classification, bool) {
+		return ledger.Classification{}, false
+	})))
+	require.NoError(t, err)
+	k := telemetrytest.New(t)
+	otel.SetTracerProvider(k.TracerProvider)
+	otel.SetMeterProvider(k.MeterProvider)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(tracenoop.NewTracerProvider())
+		otel.SetMeterProvider(metricnoop.NewMeterProvider())
+	})
+	call := ledger.Call{SessionID: "sess-global", Provider: "openai", Model: "gpt-4.1"}
+	ok := func(context.Context, ledger.Attempt) (int, ledger.Report, error) {
+		return 1, ledger.Report{Usage: ledger.Usage{InputTokens: 1, OutputTokens: 1}}, nil
+	}
+	_, err = ledger.Do(t.Context(), mw, call, ok)
+	require.NoError(t, err)
+	require.Len(t, k.Named("chat gpt-4.1"), 1)
+	require.Len(t, k.Histogram(t, "gen_ai.client.operation.duration"), 1)
+
+	off, err := ledger.NewMiddleware(pub, ledger.WithTracerProvider(tracenoop.NewTracerProvider()), ledger.WithClassifiers(ledger.ClassifierFunc(func(error, time.Time) (ledger.Classification, bool) {
+		return ledger.Classification{}, false
+	})))
+	require.NoError(t, err)
+	_, err = ledger.Do(t.Context(), off, call, ok)
+	require.NoError(t, err)
+	require.Len(t, k.Named("chat gpt-4.1"), 1, "no span through the no-op provider")
 }

@@ -131,7 +131,7 @@ func LibraryProviders(tp trace.TracerProvider, mp metric.MeterProvider) (trace.T
 
 // telemetry holds the instruments of a middleware with telemetry on.
 type telemetry struct {
-	tracer   trace.Tracer
+	tracer   trace.Tracer // nil: metrics only
 	tokens   genaiconv.ClientTokenUsage
 	duration genaiconv.ClientOperationDuration
 	// timestamps: the clock is not the system's, so spans take their
@@ -155,16 +155,12 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, clock Clock)
 	if tp == nil && mp == nil {
 		return nil, nil
 	}
-	if tp == nil {
-		tp = tracenoop.NewTracerProvider()
-	}
 	if mp == nil {
 		mp = metricnoop.NewMeterProvider()
 	}
-	t := &telemetry{
-		tracer:     tp.Tracer(InstrumentationName, trace.WithSchemaURL(semconv.SchemaURL)),
-		timestamps: clock != SystemClock,
-		names:      make(map[spanKey]spanNames),
+	t := &telemetry{timestamps: clock != SystemClock, names: make(map[spanKey]spanNames)}
+	if tp != nil {
+		t.tracer = tp.Tracer(InstrumentationName, trace.WithSchemaURL(semconv.SchemaURL))
 	}
 	meter := mp.Meter(InstrumentationName, metric.WithSchemaURL(semconv.SchemaURL))
 	var err error
@@ -243,10 +239,13 @@ func (r *run) parent() context.Context {
 	return r.ctx
 }
 
-// startCall starts the call's span.
+// startCall starts the call's span, when there is a tracer.
 func (r *run) startCall(t *telemetry) {
 	c := &r.tc
 	c.op = operation(r.ctx)
+	if t.tracer == nil {
+		return
+	}
 	c.names = t.spanNames(c.op, r.call.Model)
 	c.ctx, c.span = t.tracer.Start(r.ctx, c.names.call, c.startOptions(t, r.tl.start)...)
 	if !c.span.IsRecording() {
@@ -354,16 +353,19 @@ func (r *run) endCall(t *telemetry, ev *events.Attempt) {
 	if end.IsZero() {
 		end = r.tl.now()
 	}
-	if t.duration.Enabled(tc.ctx) {
+	if ctx := r.parent(); t.duration.Enabled(ctx) {
 		var buf [2]attribute.KeyValue
 		attrs := append(buf[:0], semconv.GenAIRequestModel(r.call.Model))
 		if failed {
 			attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(kind)))
 		}
-		t.duration.Record(tc.ctx, end.Sub(r.tl.start).Seconds(), genaiconv.OperationNameAttr(tc.op),
+		t.duration.Record(ctx, end.Sub(r.tl.start).Seconds(), genaiconv.OperationNameAttr(tc.op),
 			genaiconv.ProviderNameAttr(ProviderName(r.call.Provider)), attrs...)
 	}
 	span := tc.span
+	if span == nil {
+		return
+	}
 	if !span.IsRecording() {
 		span.End()
 		return

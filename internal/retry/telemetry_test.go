@@ -189,3 +189,18 @@ func requireAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[string]any) {
 		require.Equal(t, v, g.AsInterface(), "span %q: %s", s.Name(), k)
 	}
 }
+
+// TestTelemetryMetricsOnly: a meter provider without a tracer provider
+// records the histograms and starts no span.
+func TestTelemetryMetricsOnly(t *testing.T) {
+	k := telemetrytest.New(t)
+	h := newHarness(t, func(o *Options) { o.MeterProvider = k.MeterProvider })
+	s := &scripted{clock: h.clock, steps: []step{{err: statusErr(500, 0), advance: time.Second}, {report: Report{Usage: events.Usage{InputTokens: 5, OutputTokens: 2}}, advance: time.Second}}}
+	_, err := Do(context.Background(), h.m, testCall, s.fn)
+	require.NoError(t, err)
+	require.Empty(t, k.Spans())
+	dur := k.Histogram(t, "gen_ai.client.operation.duration")
+	require.Len(t, dur, 1)
+	require.InDelta(t, (2*time.Second + h.clock.Sleeps()[0]).Seconds(), dur[0].Sum, 1e-9)
+	require.Len(t, telemetrytest.Select(k.Histogram(t, "gen_ai.client.token.usage"), attribute.String("gen_ai.token.type", "output")), 1)
+}
