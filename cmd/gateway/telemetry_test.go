@@ -17,10 +17,7 @@ import (
 // it stops: a real receiver has them once the command has exited.
 func TestRunExportsOTLP(t *testing.T) {
 	rcv := telemetrytest.NewReceiver(t)
-	for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_EXPORTER",
-		"OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"} {
-		t.Setenv(k, "")
-	}
+	clearOTelEnv(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
 	srv, _, _ := natstest.StartJS(t)
 	fp := startFakeProvider(t)
@@ -59,4 +56,29 @@ func startFakeProvider(t *testing.T) *fakeprovider.Server {
 	require.NoError(t, err)
 	t.Cleanup(fp.Close)
 	return fp
+}
+
+// clearOTelEnv empties the OpenTelemetry environment for the test,
+// whatever the machine's says.
+func clearOTelEnv(t *testing.T) {
+	t.Helper()
+	for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_EXPORTER",
+		"OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"} {
+		t.Setenv(k, "")
+	}
+}
+
+// An OpenTelemetry environment the command cannot follow (OTLP over
+// gRPC, another exporter) is a usage error naming the variable, before
+// the command connects anywhere.
+func TestRunRefusesAnOTelEnvironmentItCannotFollow(t *testing.T) {
+	for v, val := range map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_TRACES_EXPORTER": "zipkin"} {
+		t.Run(v, func(t *testing.T) {
+			clearOTelEnv(t)
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
+			t.Setenv(v, val)
+			assertRefused(t, []string{"run", "--nats-url", "nats://127.0.0.1:1", "--listen", "127.0.0.1:0"}, v)
+		})
+	}
 }
