@@ -13,6 +13,7 @@ import (
 	"github.com/agentledger/ledger/internal/retry"
 	"github.com/agentledger/ledger/internal/telemetry"
 	"github.com/agentledger/ledger/internal/telemetry/telemetrytest"
+	"github.com/agentledger/ledger/internal/testkit"
 )
 
 // otelEnv are the variables FromEnv and the SDK read; each test starts
@@ -40,7 +41,7 @@ func setEnv(t *testing.T, kv map[string]string) {
 func call(t *testing.T, p *telemetry.Providers) {
 	t.Helper()
 	m, err := retry.New(retry.Options{
-		Sink: retry.NewMemorySink(), Clock: noWait{}, TracerProvider: p.TracerProvider, MeterProvider: p.MeterProvider,
+		Sink: retry.NewMemorySink(), Clock: testkit.NewClockNow(), TracerProvider: p.TracerProvider, MeterProvider: p.MeterProvider,
 		Classifier: retry.ClassifierFunc(func(error, time.Time) (retry.Classification, bool) {
 			return retry.Classification{Kind: events.KindServer, Status: 500, Retryable: true}, true
 		}),
@@ -55,13 +56,6 @@ func call(t *testing.T, p *telemetry.Providers) {
 		})
 	require.NoError(t, err)
 }
-
-// noWait is the system clock without the waits between attempts.
-type noWait struct{}
-
-func (noWait) Now() time.Time                             { return time.Now() }
-func (noWait) Monotonic() time.Duration                   { return retry.SystemClock.Monotonic() }
-func (noWait) Sleep(context.Context, time.Duration) error { return nil }
 
 // TestFromEnvExportsOTLP: the standard environment alone turns the
 // export on, to a real OTLP/HTTP receiver, and Shutdown flushes the
@@ -95,11 +89,13 @@ func TestFromEnvExportsOTLP(t *testing.T) {
 			setEnv(t, env)
 			p, err := telemetry.FromEnv(context.Background(), telemetry.Config{ServiceName: "ledger-gateway", Version: "v-test"})
 			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Shutdown(context.Background()) }) // should the test stop early
 			require.True(t, p.Enabled())
 			require.Equal(t, tt.traces, p.TracerProvider != nil)
 			require.Equal(t, tt.mets, p.MeterProvider != nil)
 			call(t, p)
 			require.NoError(t, p.Shutdown(context.Background()))
+			require.NotContains(t, goroutines(), "go.opentelemetry.io/otel/sdk", "Shutdown stops them")
 			require.ElementsMatch(t, tt.paths, rcv.Paths())
 
 			spans := rcv.Spans()
@@ -169,7 +165,8 @@ func TestFromEnvOff(t *testing.T) {
 			require.Nil(t, p.MeterProvider)
 			call(t, p)
 			require.NoError(t, p.Shutdown(context.Background()))
-			require.Equal(t, before, runtime.NumGoroutine(), "a goroutine was started")
+			require.NotContains(t, goroutines(), "go.opentelemetry.io/otel/sdk", "an SDK goroutine was started")
+			require.LessOrEqual(t, runtime.NumGoroutine(), before, "a goroutine was started")
 			require.Empty(t, rcv.Paths())
 		})
 	}
@@ -197,4 +194,10 @@ func TestFromEnvRefuses(t *testing.T) {
 			require.Contains(t, err.Error(), tt.v)
 		})
 	}
+}
+
+// goroutines is the stacks of every goroutine.
+func goroutines() string {
+	buf := make([]byte, 1<<20)
+	return string(buf[:runtime.Stack(buf, true)])
 }
