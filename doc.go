@@ -61,6 +61,13 @@
 //     at WARN.
 //     DoResult (result.go) is Do that also returns the call's request_id
 //     and its number of attempts.
+//   - Telemetry (telemetry.go): the middleware's OpenTelemetry, after the
+//     GenAI semantic conventions of v1.41.0 (SemconvVersion): a span per
+//     call and one per attempt, the gen_ai.client.token.usage and
+//     gen_ai.client.operation.duration histograms, through the providers
+//     of WithTracerProvider and WithMeterProvider (default otel's global
+//     ones, no-ops unless the program set them); WithOperation names a
+//     call's operation. docs/telemetry.md lists the attributes.
 //
 // Every option validates its argument: New* and Connect return an error
 // wrapping ErrInvalidOption that names the option and the rule.

@@ -85,6 +85,14 @@ func TestOptionsAreValidated(t *testing.T) {
 				ledger.FleetConfig{RetryBudget: ledger.RetryBudget{Percent: 20, Window: time.Millisecond}}))
 			return err
 		}(),
+		"WithTracerProvider": func() error {
+			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithTracerProvider(nil))
+			return err
+		}(),
+		"WithMeterProvider": func() error {
+			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithMeterProvider(nil))
+			return err
+		}(),
 		"WithCreateStream": func() error {
 			_, err := ledger.NewPublisher(ctx, nil, ledger.WithCreateStream(ledger.StreamConfig{Replicas: 9}))
 			return err
@@ -124,14 +132,8 @@ func embeddedWithToken(t *testing.T) (string, error) {
 }
 
 func TestCallErrors(t *testing.T) {
-	srv := natstest.Start(t)
 	ctx := t.Context()
-	conn, err := ledger.Connect(ctx, ledger.WithURL(srv.URL()))
-	require.NoError(t, err)
-	t.Cleanup(conn.Close)
-	pub, err := ledger.NewPublisher(ctx, conn.JetStream(), ledger.WithCreateStream(ledger.StreamConfig{}))
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = pub.Close(context.Background()) })
+	pub := testPublisher(t)
 	mw, err := ledger.NewMiddleware(pub, ledger.WithBreaker(ledger.BreakerConfig{FailureThreshold: 1, Cooldown: time.Hour}),
 		ledger.WithPolicy(ledger.Policy{MaxRetries: 0, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, HintCap: time.Second}))
 	require.NoError(t, err)
@@ -151,6 +153,21 @@ func TestCallErrors(t *testing.T) {
 	assert.True(t, errors.Is(err, context.DeadlineExceeded))
 	_, err = ledger.Do(ctx, mw, call, fail)
 	require.ErrorIs(t, err, ledger.ErrCircuitOpen)
+}
+
+// testPublisher is a publisher to an embedded server of the test's, with
+// the stream; the test's cleanup closes both.
+func testPublisher(t *testing.T) *ledger.Publisher {
+	t.Helper()
+	srv := natstest.Start(t)
+	ctx := t.Context()
+	conn, err := ledger.Connect(ctx, ledger.WithURL(srv.URL()))
+	require.NoError(t, err)
+	t.Cleanup(conn.Close)
+	pub, err := ledger.NewPublisher(ctx, conn.JetStream(), ledger.WithCreateStream(ledger.StreamConfig{}))
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = pub.Close(context.Background()) })
+	return pub
 }
 
 func startWith(t *testing.T, opts *server.Options) (string, error) {

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
@@ -208,6 +211,9 @@ type middlewareOptions struct {
 	onChange    func(upstream, from, to string)
 	log         *slog.Logger
 	fleet       *fleetOption
+
+	tracerProvider trace.TracerProvider
+	meterProvider  metric.MeterProvider
 }
 
 // WithPolicy sets the retry policy (default DefaultPolicy).
@@ -318,6 +324,7 @@ func NewMiddleware(pub *Publisher, opts ...MiddlewareOption) (*Middleware, error
 		o.log = slog.Default()
 	}
 	ro := retry.Options{Policy: o.policy, Sink: pub.p, Logger: o.log}
+	ro.TracerProvider, ro.MeterProvider = retry.LibraryProviders(o.tracerProvider, o.meterProvider)
 	m := &Middleware{closeFleet: func() {}}
 	ro.Classifier, m.classified, m.anyProvider = o.classifiers.withBuiltins()
 	if o.fleet != nil {

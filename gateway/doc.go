@@ -28,7 +28,10 @@
 //   - client keys (WithKeysFile, the file of cmd/gateway's --keys) or none
 //     (WithInsecureNoAuth to serve beyond loopback without them);
 //   - the retry policy (WithRetryPolicy), the limits of one client
-//     (WithLimits), the default session, a logger.
+//     (WithLimits), the default session, a logger;
+//   - OpenTelemetry (WithTracerProvider, WithMeterProvider; default
+//     otel's global providers): a GenAI span per call and per attempt,
+//     the token and duration histograms (docs/telemetry.md).
 //
 // *Gateway is an http.Handler: mount it on a server of your own, or call
 // Serve, which serves it on a listener with cmd/gateway's hardening

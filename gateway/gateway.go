@@ -86,6 +86,7 @@ func New(opts ...Option) (*Gateway, error) {
 	if o.policy != nil {
 		policy = *o.policy
 	}
+	tp, mp := retry.LibraryProviders(o.tracer, o.meter)
 	g.refusals = netlimit.NewRefusals(log, 0, nil)
 	providers := provider.Builtin()
 	for _, p := range o.compat {
@@ -97,7 +98,7 @@ func New(opts ...Option) (*Gateway, error) {
 	g.h, err = internal.New(internal.Config{
 		Providers:         providers,
 		Upstreams:         o.upstreams,
-		Retry:             retry.Options{Policy: policy, Sink: pubsink.Of(g.pub), Logger: log},
+		Retry:             retry.Options{Policy: policy, Sink: pubsink.Of(g.pub), Logger: log, TracerProvider: tp, MeterProvider: mp},
 		Attempts:          g.numbers,
 		Keys:              keys,
 		DefaultSession:    o.session,

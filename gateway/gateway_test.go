@@ -55,6 +55,8 @@ func TestOptionsAreValidated(t *testing.T) {
 		{"missing keys file", []gateway.Option{pub, gateway.WithKeysFile(filepath.Join(t.TempDir(), "none.json"))}, "gateway.WithKeysFile: "},
 		{"bad session", []gateway.Option{pub, gateway.WithDefaultSession("a b")}, "gateway.WithDefaultSession: "},
 		{"nil logger", []gateway.Option{pub, gateway.WithLogger(nil)}, "gateway.WithLogger: logger must not be nil"},
+		{"nil tracer provider", []gateway.Option{pub, gateway.WithTracerProvider(nil)}, "gateway.WithTracerProvider: provider must not be nil"},
+		{"nil meter provider", []gateway.Option{pub, gateway.WithMeterProvider(nil)}, "gateway.WithMeterProvider: provider must not be nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gw, err := gateway.New(tc.opts...)

@@ -7,6 +7,9 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentledger/ledger"
 	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
@@ -35,6 +38,8 @@ type options struct {
 	limits    Limits
 	session   string
 	log       *slog.Logger
+	tracer    trace.TracerProvider
+	meter     metric.MeterProvider
 }
 
 func invalid(option, format string, args ...any) error {
@@ -210,6 +215,39 @@ func WithLogger(l *slog.Logger) Option {
 			return invalid("WithLogger", "logger must not be nil")
 		}
 		o.log = l
+		return nil
+	}
+}
+
+// WithTracerProvider sets where the spans of the gateway's calls go: a
+// client span per call, named "{gen_ai.operation.name}
+// {gen_ai.request.model}", with a child per attempt, after the
+// OpenTelemetry GenAI conventions (ledger.SemconvVersion;
+// docs/telemetry.md); a client's traceparent header makes it part of
+// the client's trace. The default is otel's global provider, a no-op
+// unless the program set one; a provider of trace/noop turns the spans
+// off entirely. The caller owns the provider and flushes it after Close.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) error {
+		if tp == nil {
+			return invalid("WithTracerProvider", "provider must not be nil")
+		}
+		o.tracer = tp
+		return nil
+	}
+}
+
+// WithMeterProvider sets where the gateway's GenAI histograms go
+// (gen_ai.client.token.usage, every attempt's tokens;
+// gen_ai.client.operation.duration, each call's). The default is otel's
+// global provider, a no-op unless the program set one; a provider of
+// metric/noop turns them off entirely. The caller owns the provider.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) error {
+		if mp == nil {
+			return invalid("WithMeterProvider", "provider must not be nil")
+		}
+		o.meter = mp
 		return nil
 	}
 }

@@ -73,9 +73,20 @@
 // /healthz and /readyz (connected to NATS) on that address, as the
 // aggregator does; never on --listen, whose paths are the providers'.
 //
+// OpenTelemetry is off unless the standard environment turns it on
+// (package internal/telemetry, docs/telemetry.md): with
+// OTEL_EXPORTER_OTLP_ENDPOINT (or a signal's own endpoint, or
+// OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER=otlp) it exports over
+// OTLP/HTTP a GenAI span per call and per attempt and the
+// gen_ai.client.token.usage and gen_ai.client.operation.duration
+// histograms, as service "ledger-gateway" unless OTEL_SERVICE_NAME says
+// otherwise; OTEL_SDK_DISABLED=true turns it off. An exporter or protocol
+// it does not have (grpc) is a usage error naming the variable.
+//
 // SIGINT and SIGTERM stop it: it stops accepting requests, lets those in
 // flight finish within --shutdown-timeout (then cuts them), and flushes
-// the events within --drain-timeout. With --outbox DIR every event is on
+// the events within --drain-timeout, then the telemetry within
+// --drain-timeout again. With --outbox DIR every event is on
 // disk before its call is answered until the stream acknowledges it; what
 // is left at the end (or after a crash) stays there, and the next start on
 // DIR delivers it. Exit status: 0 when stopped so (events kept in the

@@ -26,6 +26,7 @@ import (
 	"github.com/agentledger/ledger/internal/provider"
 	_ "github.com/agentledger/ledger/internal/provider/builtin" // the providers the gateway speaks for
 	"github.com/agentledger/ledger/internal/retry"
+	"github.com/agentledger/ledger/internal/telemetry"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -258,13 +259,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer metricsLn.Close()
 	}
+	tel, err := telemetry.FromEnv(ctx, telemetry.Config{ServiceName: serviceName, Logger: logger})
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	// Last, after the events are drained: the spans of the last calls too.
+	defer flushTelemetry(ctx, tel, f.drainTimeout, logger)
 	ledger, err := openLedger(ctx, f, logger)
 	if err != nil {
 		return err
 	}
 	ctx = ledger.ctx // ends when the server refuses a permission
 	refusals := netlimit.NewRefusals(logger, 0, nil)
-	gw, err := newGateway(f, ledger, refusals, logger)
+	gw, err := newGateway(f, ledger, tel, refusals, logger)
 	if err != nil {
 		ledger.close(ctx, logger)
 		return &cli.ExitError{Code: cli.ExitUsage, Err: err}
@@ -301,6 +308,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// serviceName is the gateway's service.name, unless OTEL_SERVICE_NAME
+// says otherwise.
+const serviceName = "ledger-gateway"
+
+// flushTelemetry exports what the OpenTelemetry providers still hold and
+// stops them, within wait; a collector that does not take it is logged,
+// not an exit status.
+func flushTelemetry(ctx context.Context, tel *telemetry.Providers, wait time.Duration, logger *slog.Logger) {
+	if !tel.Enabled() {
+		return
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	defer cancel()
+	if err := tel.Shutdown(fctx); err != nil {
+		logger.Warn("gateway: telemetry not flushed", "error", err)
+	}
+}
+
 // upstreamAttrs are the upstreams' origins, by provider name, for the
 // log.
 func (f *flags) upstreamAttrs() slog.Attr {
@@ -317,7 +342,7 @@ func (f *flags) upstreamAttrs() slog.Attr {
 // newGateway builds the gateway on the ledger's publisher and bucket. The
 // middleware's breakers are a group of this process; a fleet-wide group
 // (shared over NATS) is what Retry.Breakers takes when there is one.
-func newGateway(f *flags, l *ledgerConn, refusals *netlimit.Refusals, logger *slog.Logger) (*gateway.Gateway, error) {
+func newGateway(f *flags, l *ledgerConn, tel *telemetry.Providers, refusals *netlimit.Refusals, logger *slog.Logger) (*gateway.Gateway, error) {
 	ups := make(map[string]string, len(f.upstreams))
 	for p, u := range f.upstreams {
 		ups[p] = *u
@@ -329,9 +354,10 @@ func newGateway(f *flags, l *ledgerConn, refusals *netlimit.Refusals, logger *sl
 		}
 	}
 	return gateway.New(gateway.Config{
-		Providers:            providers,
-		Upstreams:            ups,
-		Retry:                retry.Options{Policy: f.policy, Sink: l.pub, Guards: l.guards, Logger: logger},
+		Providers: providers,
+		Upstreams: ups,
+		Retry: retry.Options{Policy: f.policy, Sink: l.pub, Guards: l.guards, Logger: logger,
+			TracerProvider: tel.TracerProvider, MeterProvider: tel.MeterProvider},
 		Attempts:             gateway.NewKVAttempts(l.attempts, gateway.NewKVLedger(l.conn.JS)),
 		Keys:                 f.auth.loaded,
 		DefaultSession:       f.defaultSession,

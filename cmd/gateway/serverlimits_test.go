@@ -21,7 +21,6 @@ import (
 
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/natstest"
-	"github.com/agentledger/ledger/internal/sim/fakeprovider"
 	"github.com/agentledger/ledger/internal/testkit"
 )
 
@@ -62,9 +61,7 @@ func metric(t *testing.T, metricsAddr, sample string) float64 {
 // descriptors ran out, and a normal call then timed out.
 func TestSlowAndIdleConnectionsDoNotStopANormalCall(t *testing.T) {
 	srv, _, _ := natstest.StartJS(t)
-	fp, err := fakeprovider.Listen("127.0.0.1:0", fakeprovider.Options{Seed: 1})
-	require.NoError(t, err)
-	t.Cleanup(fp.Close)
+	fp := startFakeProvider(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const maxConns = 8

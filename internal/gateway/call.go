@@ -68,7 +68,7 @@ func (c *call) serve() {
 		}
 	}
 	st := newCallState()
-	ctx := context.WithValue(r.Context(), callKey{}, st)
+	ctx := g.telemetryContext(context.WithValue(r.Context(), callKey{}, st), r, c.t.rt.Endpoint)
 	_, err = retry.Do(ctx, g.mw, retry.Call{
 		SessionID: c.ids.session, RequestID: c.ids.request,
 		Provider: c.t.u.name, Model: c.model,

@@ -190,6 +190,15 @@
 // second per reason (Stats, Refusals). The connections are capped by the
 // server's listener, netlimit.Listener, which shares the Refusals.
 //
+// # Telemetry
+//
+// With Retry.TracerProvider or MeterProvider set, each call's context
+// names its GenAI operation for the middleware's spans and metrics
+// (telemetry.go: "chat" for messages, chat completions and responses,
+// "embeddings", Gemini's "generate_content"), and a client's W3C
+// traceparent makes the call's span a child of the client's. The
+// traceparent still goes upstream as the client sent it.
+//
 // The Gateway is an http.Handler; it starts no goroutines. The
 // connections to the upstreams are its Transport's.
 package gateway

@@ -5,6 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
 )
@@ -122,6 +128,38 @@ func BenchmarkDoRetry(b *testing.B) {
 	runDo(b, context.Background(), m, sink, fn)
 	perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 	b.ReportMetric(perOp/2, "ns/attempt")
+}
+
+// BenchmarkDoRetryTelemetry is BenchmarkDoRetry with the OpenTelemetry
+// instrumentation on: global_noop with otel's global providers as a
+// program that never set them has them (the public middleware's
+// default), sdk with the SDK's providers recording every span (dropped
+// at its end: no exporter) and aggregating both histograms. The
+// off case is BenchmarkDoRetry.
+func BenchmarkDoRetryTelemetry(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		tp   trace.TracerProvider
+		mp   metric.MeterProvider
+	}{
+		{"global_noop", otel.GetTracerProvider(), otel.GetMeterProvider()},
+		{"sdk", sdktrace.NewTracerProvider(), sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			m, sink := benchMiddleware(b, func(o *Options) {
+				o.Clock = instantClock{}
+				o.Breakers = mustBenchGroup(b)
+				o.TracerProvider, o.MeterProvider = bc.tp, bc.mp
+			})
+			failure := statusErr(503, 0)
+			runDo(b, context.Background(), m, sink, func(_ context.Context, a Attempt) (int, Report, error) {
+				if a.Number == 0 {
+					return 0, benchUsage, failure
+				}
+				return 1, benchUsage, nil
+			})
+		})
+	}
 }
 
 // mustBenchGroup is a breaker group that never opens: the benchmark fails

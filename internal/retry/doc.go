@@ -60,6 +60,21 @@
 // for backpressure. A refused event never changes the call's result: it is
 // counted in Stats.SinkErrors, logged and passed to Options.OnSinkError.
 //
+// # Telemetry
+//
+// With Options.TracerProvider or MeterProvider set, the middleware is
+// instrumented with OpenTelemetry after the GenAI semantic conventions
+// of semantic-conventions v1.41.0 (telemetry.go, docs/telemetry.md): a
+// client span per call named "{gen_ai.operation.name}
+// {gen_ai.request.model}" with a child per attempt (an attempt the
+// breaker or a rate limit did not admit too, as it has an event), the
+// gen_ai.client.token.usage histogram of every attempt's tokens (what was
+// billed) and gen_ai.client.operation.duration of the call, error.type
+// on failure. Spans take their times from Clock. The operation is
+// WithOperation's, else "chat". The attempt's span is in the context fn
+// receives, so an instrumented HTTP client nests under it. Without
+// providers none of it runs.
+//
 // # Time, randomness and identifiers
 //
 // The clock (Clock), the random source of the jitter and the ID generator

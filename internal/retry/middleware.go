@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/breaker"
@@ -78,6 +80,14 @@ type Options struct {
 	// OnSinkError, when set, is called for every event the Sink refused,
 	// on the caller's goroutine. It must be quick and must not retain ev.
 	OnSinkError func(ev *events.Attempt, err error)
+	// TracerProvider and MeterProvider, when either is set, turn on the
+	// OpenTelemetry GenAI instrumentation (telemetry.go,
+	// docs/telemetry.md): a span per call and per attempt, and the
+	// gen_ai.client.token.usage and gen_ai.client.operation.duration
+	// histograms. The one not set is a no-op. Both nil: off, at the cost
+	// of a nil check.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // Stats are the middleware's counters since New (api.MiddlewareStats).
@@ -98,6 +108,7 @@ type Middleware struct {
 	logger      *slog.Logger
 	onSinkError func(*events.Attempt, error)
 	rateLimits  func(provider string) guard.RateLimitParser
+	tel         *telemetry // nil: off
 
 	sdkRetryWarned atomic.Bool // an SDK's own retry was logged
 
@@ -159,6 +170,11 @@ func New(opts Options) (*Middleware, error) {
 		gs = guard.FromBreakers(g, monotonicNow(m.clock))
 	}
 	m.guards = guardCache{set: gs, byKey: make(map[string]*guard.Guard)}
+	tel, err := newTelemetry(opts.TracerProvider, opts.MeterProvider, m.clock)
+	if err != nil {
+		return nil, err
+	}
+	m.tel = tel
 	return m, nil
 }
 
@@ -244,7 +260,7 @@ func Do[T any](ctx context.Context, m *Middleware, call Call, fn func(ctx contex
 // attempt calls fn once under the attempt's context. Should fn panic (or
 // exit its goroutine), m.end records the attempt.
 func attempt[T any](r *run, a Attempt, fn func(context.Context, Attempt) (T, Report, error)) (T, Report, error) {
-	ctx, stop := r.m.newAttemptCtx(r.ctx)
+	ctx, stop := r.m.newAttemptCtx(r.parent())
 	defer stop()
 	v, rep, err := fn(ctx, a)
 	return v, rep, timedOut(ctx, err)
@@ -279,6 +295,8 @@ type run struct {
 
 	ev   events.Attempt
 	aerr events.AttemptError
+
+	tc callTelemetry // with telemetry on
 }
 
 var runPool = sync.Pool{New: func() any { return new(run) }}
@@ -289,6 +307,9 @@ var runPool = sync.Pool{New: func() any { return new(run) }}
 // its permit given back, and then the panic goes on.
 func (m *Middleware) end(r *run) {
 	if !r.permitHeld && !r.eventDue {
+		if m.tel != nil {
+			r.endCall(m.tel, &r.ev)
+		}
 		m.release(r)
 		return
 	}
@@ -297,6 +318,9 @@ func (m *Middleware) end(r *run) {
 		m.panics.Add(1)
 	}
 	r.abandon(v)
+	if m.tel != nil {
+		r.endCall(m.tel, &r.ev)
+	}
 	m.release(r)
 	if v != nil {
 		panic(v)
@@ -364,6 +388,9 @@ func (m *Middleware) begin(ctx context.Context, call Call) (*run, error) {
 		SessionID: call.SessionID,
 		Provider:  call.Provider,
 		Model:     call.Model,
+	}
+	if m.tel != nil {
+		r.startCall(m.tel)
 	}
 	m.calls.Add(1)
 	return r, nil
@@ -455,6 +482,9 @@ func (r *run) admit(n int) (Attempt, error) {
 	var eventID string
 	r.started, eventID = r.begins(n)
 	r.cur = Attempt{Number: r.call.FirstAttempt + n, RequestID: r.call.RequestID, SessionID: r.call.SessionID, EventID: eventID}
+	if m.tel != nil {
+		r.startAttempt(m.tel, r.cur.Number, eventID, r.started)
+	}
 	r.eventDue = true
 	r.attempts++
 	m.attempts.Add(1)
@@ -550,6 +580,7 @@ func (r *run) waitFor(n int, wait time.Duration, lerr *guard.LimitError) error {
 // and returns the call's error.
 func (r *run) reject(n int, c Classification, reason StopReason, cause error) error {
 	r.m.rejections.Add(1)
+	r.tc.stop = reason
 	now, eventID := r.begins(n)
 	r.record(r.call.FirstAttempt+n, eventID, now, now, Report{}, &c, true)
 	return &CallError{
@@ -586,6 +617,7 @@ func (r *run) finish(a Attempt, rep Report, err error) (time.Duration, error) {
 	if perr != nil {
 		wait, reason, cause = 0, StopPanicked, perr
 	}
+	r.tc.stop, r.tc.wait = reason, wait
 	r.record(a.Number, a.EventID, r.started, now, rep, &c, reason != "")
 	if reason == "" {
 		return wait, nil
@@ -746,6 +778,9 @@ func (r *run) record(n int, eventID string, started, finished time.Time, rep Rep
 		ev.Error = &r.aerr
 	}
 	ev.ProviderRequestID = truncateTo(ev.ProviderRequestID, events.MaxProviderReqID)
+	if r.m.tel != nil {
+		r.endAttempt(r.m.tel, ev, c, final)
+	}
 	r.m.publish(r.pubCtx, ev)
 }
 
