@@ -103,9 +103,9 @@ func ExampleDoResult() {
 }
 
 // busyMiddleware is Example's wiring on srv: a middleware that retries
-// errBusy, publishing to srv; closePub drains the publisher and closes
-// the connection.
-func busyMiddleware(ctx context.Context, srv *embedded.Server) (mw *ledger.Middleware, closePub func()) {
+// errBusy, publishing to srv, with opts besides; closePub drains the
+// publisher and closes the connection.
+func busyMiddleware(ctx context.Context, srv *embedded.Server, opts ...ledger.MiddlewareOption) (mw *ledger.Middleware, closePub func()) {
 	conn, err := ledger.Connect(ctx, ledger.WithURL(srv.URL()))
 	if err != nil {
 		panic(err)
@@ -114,11 +114,11 @@ func busyMiddleware(ctx context.Context, srv *embedded.Server) (mw *ledger.Middl
 	if err != nil {
 		panic(err)
 	}
-	mw, err = ledger.NewMiddleware(pub, ledger.WithPolicy(ledger.Policy{
+	mw, err = ledger.NewMiddleware(pub, append([]ledger.MiddlewareOption{ledger.WithPolicy(ledger.Policy{
 		MaxRetries: 2, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond, HintCap: time.Second,
 	}), ledger.WithClassifiers(ledger.ClassifierFunc(func(err error, now time.Time) (ledger.Classification, bool) {
 		return ledger.Classification{Kind: ledger.KindOverloaded, Status: 529, Retryable: true}, errors.Is(err, errBusy)
-	})))
+	}))}, opts...)...)
 	if err != nil {
 		panic(err)
 	}

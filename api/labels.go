@@ -39,7 +39,7 @@ func (e *LabelError) Error() string {
 	if e.Key == "" {
 		return "labels: " + e.Rule
 	}
-	return fmt.Sprintf("labels[%q]: %s", e.Key, e.Rule)
+	return fmt.Sprintf("labels[%.64q]: %s", e.Key, e.Rule) // a long key cut to 64 characters
 }
 
 // Validate checks l against the contract's rules; the error is a

@@ -580,9 +580,15 @@ func (b *eventBody) labelKey(v lit) string {
 // labelField names a label in errors: labels["team"].
 func labelField(key string) string { return fmt.Sprintf("labels[%q]", clip(key)) }
 
-// labelsErr is the *FieldError of labels that break a rule of
-// api.Labels.Validate; it wraps the *api.LabelError.
-func labelsErr(err error) *FieldError {
+// ValidateLabels checks labels against the contract's rules
+// (api.Labels.Validate) and returns a *FieldError naming the label
+// (labels["KEY"], or labels for the count) and the rule, which wraps the
+// *api.LabelError; nil when they are valid.
+func ValidateLabels(l api.Labels) error {
+	err := l.Validate()
+	if err == nil {
+		return nil
+	}
 	var le *api.LabelError
 	if !errors.As(err, &le) {
 		return fieldErr("labels", "%s", err.Error()) // not reached: Validate returns a *LabelError
@@ -839,8 +845,8 @@ func (a *Attempt) Validate() error {
 	if a.EstimatedInputTokens < 0 || a.EstimatedInputTokens > MaxTokens {
 		return fieldErr("estimated_input_tokens", "must be an integer from 0 to %d, got %d", int64(MaxTokens), a.EstimatedInputTokens)
 	}
-	if err := a.Labels.Validate(); err != nil {
-		return labelsErr(err)
+	if err := ValidateLabels(a.Labels); err != nil {
+		return err
 	}
 	return nil
 }
