@@ -132,6 +132,9 @@ func ParseLabels(s string) (Labels, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
+	if n := strings.Count(s, ",") + 1; n > MaxLabels {
+		return nil, &LabelError{Rule: fmt.Sprintf("must hold at most %d pairs, got %d", MaxLabels, n)}
+	}
 	pairs := strings.Split(s, ",")
 	l := make(Labels, len(pairs))
 	for i, pair := range pairs {

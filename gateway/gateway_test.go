@@ -55,6 +55,7 @@ func TestOptionsAreValidated(t *testing.T) {
 		{"missing keys file", []gateway.Option{pub, gateway.WithKeysFile(filepath.Join(t.TempDir(), "none.json"))}, "gateway.WithKeysFile: "},
 		{"bad session", []gateway.Option{pub, gateway.WithDefaultSession("a b")}, "gateway.WithDefaultSession: "},
 		{"nil logger", []gateway.Option{pub, gateway.WithLogger(nil)}, "gateway.WithLogger: logger must not be nil"},
+		{"bad labels", []gateway.Option{pub, gateway.WithLabels(ledger.Labels{"team": strings.Repeat("v", 129)})}, `gateway.WithLabels: labels["team"]: value must be 1 to 128 bytes, got 129`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gw, err := gateway.New(tc.opts...)

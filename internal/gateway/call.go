@@ -54,6 +54,12 @@ func (c *call) serve() {
 		c.gatewayError(http.StatusBadRequest, "bad_request", err.Error(), 0)
 		return
 	}
+	labels, err := callLabels(r, g.cfg.Labels, c.client.key)
+	if err != nil {
+		g.logRefusal(r, "bad_labels", err.Error())
+		c.gatewayError(http.StatusBadRequest, "bad_request", err.Error(), 0)
+		return
+	}
 	c.requestID = c.ids.request
 	c.req = c.t.u.p.Inspect(c.t.rt, body)
 	c.model = modelName(c.req.Model)
@@ -75,6 +81,7 @@ func (c *call) serve() {
 		Upstream:     g.breakerKey(c.t.u.name, c.model),
 		Account:      g.accountKey(c.client.account),
 		FirstAttempt: res.First,
+		Labels:       labels,
 	}, c.attempt)
 	if c.ids.request != "" {
 		g.release(r.Context(), c.ids.request, res, st.last-res.First+1)
