@@ -188,6 +188,7 @@ func TestUsageAndConnectionErrors(t *testing.T) {
 		{"ingest: bad max line", []string{"ingest", "--max-line-bytes", "0"}, "--max-line-bytes"},
 		{"ingest: bad drain timeout", []string{"ingest", "--drain-timeout", "0s"}, "--drain-timeout"},
 		{"ingest: NATS unreachable", []string{"ingest", "--nats-url", dead}, dead},
+		{"ingest: bad labels", []string{"ingest", "--labels", "Team=x"}, `-labels: labels["Team"]: key must be a lower-case letter`},
 		{"simulate: zero agents", []string{"simulate", "--agents", "0"}, "--agents"},
 		{"simulate: negative sessions", []string{"simulate", "--sessions", "-2"}, "--sessions"},
 		{"simulate: zero calls", []string{"simulate", "--calls", "0"}, "--calls"},
