@@ -1,10 +1,10 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -523,6 +523,9 @@ func (b *eventBody) attemptV1() (*Attempt, *FieldError) {
 // must be valid UTF-8. Values are checked in key order, so the error does
 // not depend on the order of the members. The rules of the pairs (count,
 // key grammar, lengths, control characters) are Validate's.
+//
+// The labels cost one map and one string: every key and value is a slice
+// of one copy.
 func (b *eventBody) labels(v lit) (api.Labels, *FieldError) {
 	if v.end == 0 {
 		return nil, nil
@@ -532,49 +535,74 @@ func (b *eventBody) labels(v lit) (api.Labels, *FieldError) {
 	}
 	// The object's syntax is checked already: walk it without checks.
 	data := b.data[:v.end]
-	var vals map[string]lit
+	var buf [api.MaxLabels]labelPair
+	pairs := buf[:0]
 	for i := skipWS(data, v.start+1); data[i] != '}'; {
 		end, flags := scanString(data, i)
-		key := b.labelKey(lit{start: i, end: end, kind: kindString, flags: flags})
+		p := labelPair{key: b.labelKey(lit{start: i, end: end, kind: kindString, flags: flags})}
 		i = skipWS(data, skipWS(data, end)+1) // past the ':'
-		var val lit
-		val.start = i
-		i, val.kind, val.flags = scanValue(data, i, 1)
-		val.end = i
-		if vals == nil {
-			vals = make(map[string]lit)
-		}
-		vals[key] = val
+		p.val.start = i
+		i, p.val.kind, p.val.flags = scanValue(data, i, 1)
+		p.val.end = i
+		pairs = append(pairs, p)
 		if i = skipWS(data, i); data[i] == ',' {
 			i = skipWS(data, i+1)
 		}
 	}
-	if len(vals) == 0 {
+	// Sorted by key, the last of equal keys kept (the sort is stable).
+	slices.SortStableFunc(pairs, func(a, b labelPair) int { return bytes.Compare(a.key, b.key) })
+	n, size := 0, 0
+	for r := range pairs {
+		if r+1 < len(pairs) && bytes.Equal(pairs[r].key, pairs[r+1].key) {
+			continue
+		}
+		p := pairs[r]
+		if p.val.kind != kindString {
+			return nil, fieldErr(labelField(string(p.key)), "must be a JSON string, got a JSON %s", kindNames[p.val.kind])
+		}
+		var ok bool
+		if p.text, ok = b.text(p.val); !ok {
+			return nil, fieldErr(labelField(string(p.key)), "must be valid UTF-8 (no invalid bytes, no lone surrogate escapes)")
+		}
+		pairs[n] = p
+		n++
+		size += len(p.key) + len(p.text)
+	}
+	if n == 0 {
 		return nil, nil
 	}
-	l := make(api.Labels, len(vals))
-	for _, k := range slices.Sorted(maps.Keys(vals)) {
-		val := vals[k]
-		if val.kind != kindString {
-			return nil, fieldErr(labelField(k), "must be a JSON string, got a JSON %s", kindNames[val.kind])
-		}
-		s, ok := b.text(val)
-		if !ok {
-			return nil, fieldErr(labelField(k), "must be valid UTF-8 (no invalid bytes, no lone surrogate escapes)")
-		}
-		l[k] = string(s)
+	var sb strings.Builder
+	sb.Grow(size)
+	for _, p := range pairs[:n] {
+		sb.Write(p.key)
+		sb.Write(p.text)
+	}
+	all, off := sb.String(), 0
+	l := make(api.Labels, n)
+	for _, p := range pairs[:n] {
+		k := all[off : off+len(p.key)]
+		off += len(p.key)
+		l[k] = all[off : off+len(p.text)]
+		off += len(p.text)
 	}
 	return l, nil
 }
 
+// labelPair is a member of labels as labels reads it.
+type labelPair struct {
+	key  []byte // decoded
+	val  lit
+	text []byte // the value's, once checked
+}
+
 // labelKey decodes the name of a member of labels, as encoding/json does.
-func (b *eventBody) labelKey(v lit) string {
+func (b *eventBody) labelKey(v lit) []byte {
 	if s, ok := b.text(v); ok {
-		return string(s)
+		return s
 	}
 	var s string
 	_ = json.Unmarshal(b.data[v.start:v.end], &s) // rare: invalid UTF-8 becomes U+FFFD
-	return s
+	return []byte(s)
 }
 
 // labelField names a label in errors: labels["team"].

@@ -394,6 +394,7 @@ func benchmarkBodies(b *testing.B) []struct {
 	}{
 		{"compact_success", seed("valid_success")},
 		{"compact_error", compactError.Bytes()},
+		{"labels", seed("valid_labels")},
 		{"offset_times", seed("valid_offset_times")},
 		{"unicode", seed("valid_unicode")},
 		{"edge_numbers", seed("valid_edge_numbers")},
