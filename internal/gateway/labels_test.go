@@ -53,6 +53,7 @@ func TestLabelsReachTheEvents(t *testing.T) {
 			for _, r := range up.requests()[n:] {
 				assert.Empty(t, r.Header.Values(HeaderLabels), "the header never goes upstream")
 			}
+			assert.Contains(t, h.logs.String(), `"labels":"`+api.FormatLabels(tc.want)+`"`, "the call's debug record names its labels")
 		})
 	}
 }
