@@ -199,6 +199,8 @@ func TestUsageAndConnectionErrors(t *testing.T) {
 		{"simulate: bad attempt timeout", []string{"simulate", "--attempt-timeout", "0s"}, "--attempt-timeout"},
 		{"simulate: bad retries", []string{"simulate", "--max-retries", "-1"}, "--max-retries"},
 		{"simulate: argument", []string{"simulate", "extra"}, "no arguments"},
+		{"simulate: bad labels", []string{"simulate", "--labels", "team="}, `-labels: labels["team"]: value must be 1 to 128 bytes, got 0`},
+		{"simulate: bad teams", []string{"simulate", "--teams", "-1"}, "--teams: "},
 		{"simulate: NATS unreachable", []string{"simulate", "--nats-url", dead}, dead},
 	}
 	for _, tt := range tests {
