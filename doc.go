@@ -68,6 +68,13 @@
 //     of WithTracerProvider and WithMeterProvider (default otel's global
 //     ones, no-ops unless the program set them); WithOperation names a
 //     call's operation. docs/telemetry.md lists the attributes.
+//   - Labels (labels.go): a call's attribution (team=search, user=u-42),
+//     set as defaults on the middleware (WithLabels) and on each Call
+//     (Call.Labels, a key of the Call's winning); every attempt's event
+//     carries them, and the ledger keeps a request's in its record and its
+//     rollups. Labels that break the contract's rules fail the call before
+//     any attempt with an error that matches *LabelError, naming the key
+//     and the rule.
 //
 // Every option validates its argument: New* and Connect return an error
 // wrapping ErrInvalidOption that names the option and the rule.
@@ -76,7 +83,8 @@
 //
 // Call, Attempt, Report, Usage, Classification, Classifier,
 // ClassifierFunc, ErrorKind, Policy, StopReason, MiddlewareStats,
-// PublisherStats, ConnectError and UndeliveredError (and the constants
+// PublisherStats, ConnectError, UndeliveredError, Labels and LabelError
+// (and the constants
 // and sentinel errors that go with them) are aliases of those of the same
 // name in github.com/agentledger/ledger/api, which the ledger's own
 // middleware, publisher, connection and provider adapters use too: one

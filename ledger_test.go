@@ -63,6 +63,10 @@ func TestOptionsAreValidated(t *testing.T) {
 			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithPolicy(ledger.Policy{BaseDelay: -1}))
 			return err
 		}(),
+		"WithLabels": func() error {
+			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithLabels(ledger.Labels{"Team": "x"}))
+			return err
+		}(),
 		"WithBreaker": func() error {
 			_, err := ledger.NewMiddleware(&ledger.Publisher{}, ledger.WithBreaker(ledger.BreakerConfig{Cooldown: -1}))
 			return err

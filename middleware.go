@@ -36,9 +36,9 @@ const (
 var (
 	// ErrInvalidCall is wrapped by the error Do returns, before any attempt
 	// and without any event, for a call it cannot make: a session or
-	// request ID, provider or model that breaks the contract's rules (the
-	// message names the field and the rule), or a nil context, middleware
-	// or function.
+	// request ID, provider, model or labels that break the contract's
+	// rules (the message names the field and the rule; for labels the error
+	// also matches *LabelError), or a nil context, middleware or function.
 	ErrInvalidCall = errors.New("ledger: invalid call")
 	// ErrCircuitOpen is matched (errors.Is) by the error of a call that an
 	// upstream's open circuit breaker rejected.
@@ -211,6 +211,7 @@ type middlewareOptions struct {
 	onChange    func(upstream, from, to string)
 	log         *slog.Logger
 	fleet       *fleetOption
+	labels      Labels
 
 	tracerProvider trace.TracerProvider
 	meterProvider  metric.MeterProvider
@@ -302,6 +303,21 @@ func WithMiddlewareLogger(l *slog.Logger) MiddlewareOption {
 	}
 }
 
+// WithLabels sets the default labels of every call: each attempt's event
+// carries them merged with the Call's own labels (Call.Labels), a key set
+// on the Call winning. They must follow the contract's rules (see
+// Labels); the error wraps the *LabelError that names the key and the
+// rule. The map is copied.
+func WithLabels(l Labels) MiddlewareOption {
+	return func(o *middlewareOptions) error {
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("%w: WithLabels: %w", ErrInvalidOption, err)
+		}
+		o.labels = l.Merge(nil)
+		return nil
+	}
+}
+
 // NewMiddleware returns a middleware that publishes the event of every
 // attempt with pub.
 func NewMiddleware(pub *Publisher, opts ...MiddlewareOption) (*Middleware, error) {
@@ -323,7 +339,7 @@ func NewMiddleware(pub *Publisher, opts ...MiddlewareOption) (*Middleware, error
 	if o.log == nil {
 		o.log = slog.Default()
 	}
-	ro := retry.Options{Policy: o.policy, Sink: pub.p, Logger: o.log}
+	ro := retry.Options{Policy: o.policy, Sink: pub.p, Logger: o.log, Labels: o.labels}
 	ro.TracerProvider, ro.MeterProvider = retry.LibraryProviders(o.tracerProvider, o.meterProvider)
 	m := &Middleware{closeFleet: func() {}}
 	ro.Classifier, m.classified, m.anyProvider = o.classifiers.withBuiltins()
@@ -410,6 +426,8 @@ func publicCallError(err error) error {
 			RequestID: ce.RequestID, Attempts: ce.Attempts, Reason: ce.Reason,
 			Classification: ce.Classification, Err: ce.Err, Cause: ce.Cause,
 		}
+	case errors.As(err, &fe) && fe.Err != nil:
+		return fmt.Errorf("%w: %w", ErrInvalidCall, fe.Err) // labels: the *LabelError
 	case errors.As(err, &fe):
 		return fmt.Errorf("%w: %s: %s", ErrInvalidCall, fe.Field, fe.Rule)
 	case errors.Is(err, retry.ErrInvalidCall):

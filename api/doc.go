@@ -4,7 +4,9 @@
 // Classifier, ErrorKind), how a call is retried (Policy) and why it ended
 // (StopReason), the counters of the middleware and the publisher, and the
 // errors of a refused connection (ConnectError) and of events a closing
-// publisher could not deliver (UndeliveredError).
+// publisher could not deliver (UndeliveredError), and a call's labels
+// (Labels, with the contract's rules and their text form: Validate,
+// LabelError, ParseLabels, FormatLabels).
 //
 // Import github.com/agentledger/ledger rather than this package: it gives
 // every type here the same name (ledger.Usage is api.Usage, one type, so

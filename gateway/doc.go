@@ -12,8 +12,11 @@
 // streams relayed event by event. The session is the header
 // X-Ledger-Session-Id, the request X-Ledger-Request-Id (else
 // Idempotency-Key, else a new ULID); every answer carries
-// X-Ledger-Request-Id. Clients should set their SDK's own retries to 0:
-// the gateway retries.
+// X-Ledger-Request-Id. The call's labels are the header X-Ledger-Labels
+// ("team=search, user=u-42") over the client key's and the gateway's
+// (WithLabels); a bad one is answered 400 naming the header, the key and
+// the rule. Clients should set their SDK's own retries to 0: the gateway
+// retries.
 //
 // A gateway is made by New from options, each validated (an error wraps
 // ledger.ErrInvalidOption and names the option and the rule):
@@ -32,6 +35,8 @@
 //   - OpenTelemetry (WithTracerProvider, WithMeterProvider; default
 //     otel's global providers): a GenAI span per call and per attempt,
 //     the token and duration histograms (docs/telemetry.md).
+//     (WithLimits), the default session, the default labels (WithLabels,
+//     under a key's and the request's X-Ledger-Labels), a logger.
 //
 // *Gateway is an http.Handler: mount it on a server of your own, or call
 // Serve, which serves it on a listener with cmd/gateway's hardening

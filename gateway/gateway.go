@@ -102,6 +102,7 @@ func New(opts ...Option) (*Gateway, error) {
 		Attempts:          g.numbers,
 		Keys:              keys,
 		DefaultSession:    o.session,
+		Labels:            o.labels,
 		AttemptTimeout:    policy.AttemptTimeout,
 		StreamIdleTimeout: policy.StreamIdleTimeout,
 		MaxRequestBytes:   o.limits.MaxRequestBytes,

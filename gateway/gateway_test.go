@@ -57,6 +57,7 @@ func TestOptionsAreValidated(t *testing.T) {
 		{"nil logger", []gateway.Option{pub, gateway.WithLogger(nil)}, "gateway.WithLogger: logger must not be nil"},
 		{"nil tracer provider", []gateway.Option{pub, gateway.WithTracerProvider(nil)}, "gateway.WithTracerProvider: provider must not be nil"},
 		{"nil meter provider", []gateway.Option{pub, gateway.WithMeterProvider(nil)}, "gateway.WithMeterProvider: provider must not be nil"},
+		{"bad labels", []gateway.Option{pub, gateway.WithLabels(ledger.Labels{"team": strings.Repeat("v", 129)})}, `gateway.WithLabels: labels["team"]: value must be 1 to 128 bytes, got 129`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gw, err := gateway.New(tc.opts...)

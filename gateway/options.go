@@ -37,6 +37,7 @@ type options struct {
 	policy    *retry.Policy
 	limits    Limits
 	session   string
+	labels    ledger.Labels
 	log       *slog.Logger
 	tracer    trace.TracerProvider
 	meter     metric.MeterProvider
@@ -203,6 +204,22 @@ func WithDefaultSession(session string) Option {
 			return invalid("WithDefaultSession", "%v", err)
 		}
 		o.session = session
+		return nil
+	}
+}
+
+// WithLabels sets the gateway's default labels: every call's events carry
+// them, under the client key's labels (the key file's "labels") and the
+// request's X-Ledger-Labels header ("team=search, user=u-42"), a key set
+// in a later one winning. They follow the contract's rules (see
+// ledger.Labels); the error wraps the *ledger.LabelError naming the key
+// and the rule. It is cmd/gateway's --labels. The map is copied.
+func WithLabels(l ledger.Labels) Option {
+	return func(o *options) error {
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("%w: gateway.WithLabels: %w", ledger.ErrInvalidOption, err)
+		}
+		o.labels = l.Merge(nil)
 		return nil
 	}
 }

@@ -19,17 +19,19 @@ import (
 )
 
 // An OpenAI client that knows nothing of the ledger but its base URL and
-// two headers, through a gateway in the test: the scripted fake answers
+// three headers (the labels' too), through a gateway in the test: the scripted fake answers
 // the first attempt 500, which the gateway retries. The ledger has one
 // logical call of two attempts; a plain 500 bills nothing, so billed is
 // the winning attempt's usage.
 func TestGatewayRetriesAServerError(t *testing.T) {
 	l := ledgertest.Start(t)
 	up := ledgertest.FakeOpenAI(t, ledgertest.ServerError(), ledgertest.Succeed(ledger.Usage{InputTokens: 300, OutputTokens: 40}))
-	gw := ledgertest.StartGateway(t, l, ledgertest.GatewayUpstream(up), gateway.WithRetryPolicy(quick))
+	gw := ledgertest.StartGateway(t, l, ledgertest.GatewayUpstream(up), gateway.WithRetryPolicy(quick),
+		gateway.WithLabels(ledger.Labels{"team": "gw", "env": "test"}))
 
 	client := osdk.NewClient(append([]ooption.RequestOption{ooption.WithBaseURL(gw.URL() + "/v1"), ooption.WithAPIKey("test"),
-		ooption.WithHeader("X-Ledger-Session-Id", "sess-gw"), ooption.WithHeader("X-Ledger-Request-Id", "req-gw")}, openai.ClientOptions()...)...)
+		ooption.WithHeader("X-Ledger-Session-Id", "sess-gw"), ooption.WithHeader("X-Ledger-Request-Id", "req-gw"),
+		ooption.WithHeader("X-Ledger-Labels", "team=search")}, openai.ClientOptions()...)...)
 	resp, err := client.Chat.Completions.New(t.Context(), osdk.ChatCompletionNewParams{
 		Model: "gpt-4.1-mini", Messages: []osdk.ChatCompletionMessageParamUnion{osdk.UserMessage("hello")},
 	})
@@ -47,6 +49,8 @@ func TestGatewayRetriesAServerError(t *testing.T) {
 	assert.Equal(t, r.Usage, r.Billed)
 	s := l.Session(t, "sess-gw")
 	assert.Equal(t, int64(1), s.Requests, "one logical call")
+	assert.Equal(t, ledger.Labels{"team": "search", "env": "test"}, r.Labels, "X-Ledger-Labels over gateway.WithLabels")
+	assert.Zero(t, r.LabelConflicts)
 }
 
 // An OpenAI-compatible upstream mounted under its own name: the client

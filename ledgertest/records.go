@@ -54,6 +54,11 @@ type Request struct {
 	UnpricedUsageTokens, UnpricedBilledTokens int64
 	FirstStartedAt                            time.Time
 	LastFinishedAt                            time.Time
+	// Labels are the request's: those of its first accepted attempt
+	// (nil when it has none). LabelConflicts counts its later attempts
+	// whose labels differed: their usage counts, their labels do not.
+	Labels         ledger.Labels
+	LabelConflicts int64
 }
 
 // Session is the ledger's rollup of one session (bucket ledger_sessions).
@@ -168,6 +173,7 @@ func (l *Ledger) lookupRequest(t testing.TB, requestID string) (Request, error) 
 		UsageCost:            int64(v.UsageCost), BilledCost: int64(v.BilledCost),
 		UnpricedUsageTokens: v.UnpricedUsageTokens, UnpricedBilledTokens: v.UnpricedBilledTokens,
 		FirstStartedAt: v.FirstStartedAt, LastFinishedAt: v.LastFinishedAt,
+		Labels: v.Labels, LabelConflicts: v.LabelConflicts,
 	}, nil
 }
 

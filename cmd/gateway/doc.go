@@ -45,6 +45,14 @@
 // serves loopback addresses only: any other --listen is refused unless
 // --insecure-no-auth, which warns.
 //
+// A call's labels (docs/contract.md, Labels) are the request's
+// X-Ledger-Labels header ("team=search, user=u-42": comma-separated
+// key=value pairs, values percent-encoded where they must be) over the
+// client key's "labels" over the gateway's --labels, a key set in a later
+// one winning. A bad header is answered 400 before any attempt, naming
+// the header, the key and the rule, and logged at WARN; the header never
+// goes upstream.
+//
 // It connects to NATS with the nats CLI's flags (--nats-url, --creds,
 // --nkey, --tls-ca, --tls-cert, --tls-key, --context, or their NATS_*
 // environment variables; default nats://127.0.0.1:4222; --inbox-prefix

@@ -86,6 +86,7 @@ type flags struct {
 	listen                        string
 	upstreams                     map[string]*string
 	defaultSession                string
+	labels                        cli.Labels
 	forward                       bool
 	policy                        retry.Policy
 	breakerThreshold              int
@@ -129,6 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		f.upstreams[name] = fs.String(name+"-url", p.Upstream().Origin, "origin of the "+name+" upstream (scheme, host, port, and an optional path prefix the request's path is appended to)")
 	}
 	fs.StringVar(&f.defaultSession, "default-session", gateway.DefaultSession, "session of a request without "+gateway.HeaderSessionID)
+	fs.Var(&f.labels, "labels", "default labels of every call, under a client key's and the request's "+gateway.HeaderLabels+": "+cli.LabelsUsage)
 	fs.BoolVar(&f.forward, "forward-ledger-headers", false, "send "+gateway.HeaderSessionID+", "+gateway.HeaderRequestID+" and "+gateway.HeaderAttempt+" upstream (for the fake provider; real providers should never see them)")
 	fs.IntVar(&f.policy.MaxRetries, "max-retries", f.policy.MaxRetries, "retries after a call's first attempt")
 	fs.DurationVar(&f.policy.BaseDelay, "retry-base-delay", f.policy.BaseDelay, "wait before the first retry, doubling, with ±20% jitter")
@@ -361,6 +363,7 @@ func newGateway(f *flags, l *ledgerConn, tel *telemetry.Providers, refusals *net
 		Attempts:             gateway.NewKVAttempts(l.attempts, gateway.NewKVLedger(l.conn.JS)),
 		Keys:                 f.auth.loaded,
 		DefaultSession:       f.defaultSession,
+		Labels:               f.labels.L,
 		ForwardLedgerHeaders: f.forward,
 		AttemptTimeout:       f.attemptTimeout,
 		StreamIdleTimeout:    f.idleTimeout,

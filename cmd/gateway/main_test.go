@@ -51,6 +51,9 @@ func TestFlagsRefused(t *testing.T) {
 		{[]string{"--listen", "gateway.example.com:8088"}, "not a loopback address"},
 		{[]string{"--keys", "k.json", "--insecure-no-auth"}, "not with --keys"},
 		{[]string{"--keys", "/no/such/keys.json"}, "--keys"},
+		{[]string{"--labels", "Team=x"}, `-labels: labels["Team"]: key must be a lower-case letter`},
+		{[]string{"--labels", "team=a", "--labels", "team=b"}, `-labels: labels["team"]: key is given twice`},
+		{[]string{"--labels", "team=%zz"}, "bad percent escape"},
 	}
 	for _, tt := range tests {
 		assertRefused(t, tt.args, tt.want)
@@ -131,7 +134,7 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 	defer cancel()
 	addr, done, errb := startCommand(t, ctx, "run", "--nats-url", srv.URL(), "--listen", "127.0.0.1:0", "--create-stream",
 		"--anthropic-url", fp.URL(), "--openai-url", fp.URL(), "--gemini-url", "http://127.0.0.1:1",
-		"--forward-ledger-headers", "--retry-base-delay", "1ms", "--log-level", "debug", "--log-format", "json")
+		"--forward-ledger-headers", "--retry-base-delay", "1ms", "--log-level", "debug", "--log-format", "json", "--labels", "env=cmd,team=gw")
 
 	post := func(path, body string, kv ...string) *http.Response {
 		return postTo(t, addr, path, body, append([]string{"X-Ledger-Session-Id", "sess-cmd"}, kv...)...)
@@ -141,7 +144,7 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 		// the IDs, so these calls' 429s are the same on every run (and
 		// within the retries).
 		resp := post("/v1/messages", `{"model":"claude-x","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "X-Api-Key", leakKey,
-			"X-Ledger-Request-Id", fmt.Sprintf("cmd-call-%d", i))
+			"X-Ledger-Request-Id", fmt.Sprintf("cmd-call-%d", i), "X-Ledger-Labels", fmt.Sprintf("team=t%d", i))
 		assert.Equal(t, 200, resp.StatusCode, "call %d", i)
 		assert.NotEmpty(t, resp.Header.Get("X-Ledger-Request-Id"))
 	}
@@ -173,6 +176,11 @@ func TestRunPublishesAndKeepsCredentialsOut(t *testing.T) {
 		ev, err := events.Decode(m.Data)
 		require.NoError(t, err)
 		assert.Equal(t, "sess-cmd", ev.SessionID)
+		want := map[string]string{"env": "cmd", "team": "gw"} // --labels
+		if n, ok := strings.CutPrefix(ev.RequestID, "cmd-call-"); ok {
+			want["team"] = "t" + n // X-Ledger-Labels over --labels
+		}
+		assert.Equal(t, want, map[string]string(ev.Labels), "event %d", seq)
 		if ev.Error != nil && ev.Error.Kind == events.KindConnection {
 			unreachable++
 		}

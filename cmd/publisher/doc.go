@@ -4,6 +4,17 @@
 //	publisher ingest [flags] [FILE|-]  publish JSON-lines events from a file or stdin
 //	publisher fakeprovider [flags]   serve the fake provider over HTTP, for the gateway
 //
+// simulate labels its calls with --labels, and with --teams N session
+// i's calls with team=team-<i % N> too, so that a run can be reported by
+// label.
+//
+// ingest reads one attempt event (the contract's JSON) per line; each is
+// checked as the aggregator checks it, its labels included, and an invalid
+// line is reported on stderr with its number, the reason and the detail
+// (for labels: the label and the rule, labels["team"]: value must be 1 to
+// 128 bytes, got 0) and skipped, the valid ones published. --labels adds
+// default labels to every event, under the event's own.
+//
 // fakeprovider serves the simulator's fake provider on --listen at the
 // providers' own paths, with simulate's fault flags (and --broken-stream),
 // until SIGINT/SIGTERM, and then writes its ground truth to --truth. It

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/events"
 )
@@ -25,6 +26,7 @@ type ingestFlags struct {
 	maxLine int
 	json    bool
 	input   string // a path, or "-" for stdin
+	labels  cli.Labels
 }
 
 func parseIngest(args []string, stderr io.Writer) (*ingestFlags, error) {
@@ -32,12 +34,14 @@ func parseIngest(args []string, stderr io.Writer) (*ingestFlags, error) {
 	fs := flag.NewFlagSet("publisher ingest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: publisher ingest [flags] [FILE|-]\n\nPublishes attempt events, one JSON object per line, from FILE or stdin (-, the default).\nInvalid lines are reported on stderr with their line number and skipped.\n\nFlags:")
+		fmt.Fprintln(stderr, "usage: publisher ingest [flags] [FILE|-]\n\nPublishes attempt events, one JSON object per line, from FILE or stdin (-, the default).\nInvalid lines are reported on stderr with their line number and skipped.\nEach event's labels (its \"labels\" member) go with it; --labels adds defaults under them.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	f.nats.register(fs)
 	fs.IntVar(&f.maxLine, "max-line-bytes", defaultMaxLine, "longest line accepted; a longer one is reported as invalid")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
+	fs.Var(&f.labels, "labels", "labels added to every event, under the event's own (a key the event sets wins): "+cli.LabelsUsage+
+		". They become part of the events published: ingest a file again with the same --labels, so that an event ID keeps one body")
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -95,7 +99,7 @@ func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	defer func() { err = conn.explain(err) }()
 
 	sum := ingestSummary{Input: f.input}
-	readErr := ingestLines(ctx, in, f.maxLine, &sum, func(n int64, ev *events.Attempt) {
+	readErr := ingestLines(ctx, in, f.maxLine, f.labels.L, &sum, func(n int64, ev *events.Attempt) {
 		if err := conn.pub.Publish(ctx, ev); err != nil {
 			sum.Refused++
 			fmt.Fprintf(stderr, "line %d: not published: %v\n", n, err)
@@ -147,10 +151,12 @@ func runIngest(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 }
 
 // ingestLines reads r line by line until EOF or ctx ends, counting into
-// sum: a blank line is skipped, a valid event goes to publish, an invalid
-// one to reject with its reason and detail. Lines are numbered from 1. It
-// returns the read error, if any (io.EOF excepted).
-func ingestLines(ctx context.Context, r io.Reader, maxLine int, sum *ingestSummary,
+// sum: a blank line is skipped, a valid event (with labels, the --labels
+// defaults, under its own) goes to publish, an invalid one to reject with
+// its reason and detail (for labels, invalid_field naming the label and
+// the rule). Lines are numbered from 1. It returns the read error, if any
+// (io.EOF excepted).
+func ingestLines(ctx context.Context, r io.Reader, maxLine int, labels api.Labels, sum *ingestSummary,
 	publish func(n int64, ev *events.Attempt), reject func(n int64, reason, detail string)) error {
 	lr := &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: maxLine}
 	for ctx.Err() == nil {
@@ -180,6 +186,14 @@ func ingestLines(ctx context.Context, r io.Reader, maxLine int, sum *ingestSumma
 					reject(n, "invalid", derr.Error())
 				}
 				break
+			}
+			if len(labels) != 0 {
+				ev.Labels = labels.Merge(ev.Labels)
+				if err := events.ValidateLabels(ev.Labels); err != nil {
+					sum.Invalid++
+					reject(n, string(events.ReasonInvalidField), err.Error()+" (the event's labels with --labels)")
+					break
+				}
 			}
 			sum.Valid++
 			publish(n, ev)

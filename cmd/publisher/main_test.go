@@ -188,6 +188,7 @@ func TestUsageAndConnectionErrors(t *testing.T) {
 		{"ingest: bad max line", []string{"ingest", "--max-line-bytes", "0"}, "--max-line-bytes"},
 		{"ingest: bad drain timeout", []string{"ingest", "--drain-timeout", "0s"}, "--drain-timeout"},
 		{"ingest: NATS unreachable", []string{"ingest", "--nats-url", dead}, dead},
+		{"ingest: bad labels", []string{"ingest", "--labels", "Team=x"}, `-labels: labels["Team"]: key must be a lower-case letter`},
 		{"simulate: zero agents", []string{"simulate", "--agents", "0"}, "--agents"},
 		{"simulate: negative sessions", []string{"simulate", "--sessions", "-2"}, "--sessions"},
 		{"simulate: zero calls", []string{"simulate", "--calls", "0"}, "--calls"},
@@ -198,6 +199,8 @@ func TestUsageAndConnectionErrors(t *testing.T) {
 		{"simulate: bad attempt timeout", []string{"simulate", "--attempt-timeout", "0s"}, "--attempt-timeout"},
 		{"simulate: bad retries", []string{"simulate", "--max-retries", "-1"}, "--max-retries"},
 		{"simulate: argument", []string{"simulate", "extra"}, "no arguments"},
+		{"simulate: bad labels", []string{"simulate", "--labels", "team="}, `-labels: labels["team"]: value must be 1 to 128 bytes, got 0`},
+		{"simulate: bad teams", []string{"simulate", "--teams", "-1"}, "--teams: "},
 		{"simulate: NATS unreachable", []string{"simulate", "--nats-url", dead}, dead},
 	}
 	for _, tt := range tests {

@@ -31,6 +31,7 @@ type simulateFlags struct {
 	json      bool
 	progress  time.Duration
 	fleet     fleetFlags
+	labels    cli.Labels
 }
 
 func parseSimulate(args []string, stderr io.Writer) (*simulateFlags, error) {
@@ -53,6 +54,8 @@ func parseSimulate(args []string, stderr io.Writer) (*simulateFlags, error) {
 	fs.IntVar(&f.cfg.Policy.MaxRetries, "max-retries", f.cfg.Policy.MaxRetries, "retries after the first attempt")
 	fs.DurationVar(&f.cfg.Policy.AttemptTimeout, "attempt-timeout", f.cfg.Policy.AttemptTimeout, "timeout of each attempt (ends a stalled stream)")
 	fs.DurationVar(&f.cfg.Policy.HintCap, "hint-cap", f.cfg.Policy.HintCap, "longest retry-after honoured, and longest wait for rate-limit capacity; a longer one ends the call")
+	fs.Var(&f.labels, "labels", "labels of every call: "+cli.LabelsUsage)
+	fs.IntVar(&f.cfg.Teams, "teams", 0, "label session i's calls team=team-<i % N>, over --labels, for reports by team; 0: none")
 	fs.DurationVar(&f.cfg.Think, "think", 0, "how long each agent waits after a call before the next (its demand); 0: none")
 	fs.StringVar(&f.truthFile, "truth", "", "write the fake provider's ground truth as JSON to this `file`")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
@@ -94,6 +97,7 @@ func parseSimulate(args []string, stderr io.Writer) (*simulateFlags, error) {
 			f.cfg.Providers = append(f.cfg.Providers, p)
 		}
 	}
+	f.cfg.Labels = f.labels.L
 	if f.cfg.RunID == "" {
 		f.cfg.RunID = randomRunID()
 	}
@@ -117,6 +121,7 @@ func flagName(err error) string {
 		"Mix":    "fault mix (--rate-limit, --overload, --server-error, --billed-timeout, --bad-request)",
 		"Policy": "--max-retries / --attempt-timeout / --hint-cap",
 		"Think":  "--think",
+		"Labels": "--labels", "Teams": "--teams",
 	}
 	name, ok := names[ce.Field]
 	if !ok && strings.HasPrefix(ce.Field, "Providers") {

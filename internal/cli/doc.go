@@ -1,7 +1,7 @@
 // Package cli owns what the ledger's commands (aggregator, publisher,
 // gateway) share at their edges, so that they exit and report failures
-// the same way: the exit statuses, the error that carries one, and a main
-// that stops on SIGINT or SIGTERM.
+// the same way: the exit statuses, the error that carries one, a main
+// that stops on SIGINT or SIGTERM, and the --labels flag (Labels).
 //
 // Exit statuses, the same for every command:
 //

@@ -1,16 +1,20 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/agentledger/ledger/api"
 )
 
 // Decode parses an attempt event of any version this package knows and
@@ -465,6 +469,10 @@ func (b *eventBody) attemptV1() (*Attempt, *FieldError) {
 	if err != nil {
 		return nil, err
 	}
+	labels, err := b.labels(t[fLabels])
+	if err != nil {
+		return nil, err
+	}
 
 	// Every member is read. The attempt (with its error) is one
 	// allocation, and the strings it keeps are another.
@@ -483,6 +491,7 @@ func (b *eventBody) attemptV1() (*Attempt, *FieldError) {
 	a.Final = final
 	a.Usage = usage
 	a.EstimatedInputTokens = estimatedInput
+	a.Labels = labels
 	a.StartedAt = started
 	a.FinishedAt = finished
 	var keep keptStrings
@@ -506,13 +515,130 @@ func (b *eventBody) attemptV1() (*Attempt, *FieldError) {
 	return a, nil
 }
 
+// labels reads the labels member. Missing, null or {} is no labels (nil);
+// else it must be an object whose values are strings. A key given twice
+// counts once, with its last value (as the body's members do). Keys are
+// decoded as encoding/json decodes them (an invalid byte or a lone
+// surrogate becomes U+FFFD, which the key grammar then refuses); values
+// must be valid UTF-8. Values are checked in key order, so the error does
+// not depend on the order of the members. The rules of the pairs (count,
+// key grammar, lengths, control characters) are Validate's.
+//
+// The labels cost one map and one string: every key and value is a slice
+// of one copy.
+func (b *eventBody) labels(v lit) (api.Labels, *FieldError) {
+	if v.end == 0 {
+		return nil, nil
+	}
+	if v.kind != kindObject {
+		return nil, typeErr("labels", "object", v)
+	}
+	// The object's syntax is checked already: walk it without checks.
+	data := b.data[:v.end]
+	var buf [api.MaxLabels]labelPair
+	pairs := buf[:0]
+	for i := skipWS(data, v.start+1); data[i] != '}'; {
+		end, flags := scanString(data, i)
+		p := labelPair{key: b.labelKey(lit{start: i, end: end, kind: kindString, flags: flags})}
+		i = skipWS(data, skipWS(data, end)+1) // past the ':'
+		p.val.start = i
+		i, p.val.kind, p.val.flags = scanValue(data, i, 1)
+		p.val.end = i
+		pairs = append(pairs, p)
+		if i = skipWS(data, i); data[i] == ',' {
+			i = skipWS(data, i+1)
+		}
+	}
+	// Sorted by key, the last of equal keys kept (the sort is stable).
+	slices.SortStableFunc(pairs, func(a, b labelPair) int { return bytes.Compare(a.key, b.key) })
+	n, size := 0, 0
+	for r := range pairs {
+		if r+1 < len(pairs) && bytes.Equal(pairs[r].key, pairs[r+1].key) {
+			continue
+		}
+		p := pairs[r]
+		if p.val.kind != kindString {
+			return nil, fieldErr(labelField(string(p.key)), "must be a JSON string, got a JSON %s", kindNames[p.val.kind])
+		}
+		var ok bool
+		if p.text, ok = b.text(p.val); !ok {
+			return nil, fieldErr(labelField(string(p.key)), "must be valid UTF-8 (no invalid bytes, no lone surrogate escapes)")
+		}
+		pairs[n] = p
+		n++
+		size += len(p.key) + len(p.text)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	var sb strings.Builder
+	sb.Grow(size)
+	for _, p := range pairs[:n] {
+		sb.Write(p.key)
+		sb.Write(p.text)
+	}
+	all, off := sb.String(), 0
+	l := make(api.Labels, n)
+	for _, p := range pairs[:n] {
+		k := all[off : off+len(p.key)]
+		off += len(p.key)
+		l[k] = all[off : off+len(p.text)]
+		off += len(p.text)
+	}
+	return l, nil
+}
+
+// labelPair is a member of labels as labels reads it.
+type labelPair struct {
+	key  []byte // decoded
+	val  lit
+	text []byte // the value's, once checked
+}
+
+// labelKey decodes the name of a member of labels, as encoding/json does.
+func (b *eventBody) labelKey(v lit) []byte {
+	if s, ok := b.text(v); ok {
+		return s
+	}
+	var s string
+	_ = json.Unmarshal(b.data[v.start:v.end], &s) // rare: invalid UTF-8 becomes U+FFFD
+	return []byte(s)
+}
+
+// labelField names a label in errors: labels["team"].
+func labelField(key string) string { return fmt.Sprintf("labels[%q]", clip(key)) }
+
+// ValidateLabels checks labels against the contract's rules
+// (api.Labels.Validate) and returns a *FieldError naming the label
+// (labels["KEY"], or labels for the count) and the rule, which wraps the
+// *api.LabelError; nil when they are valid.
+func ValidateLabels(l api.Labels) error {
+	err := l.Validate()
+	if err == nil {
+		return nil
+	}
+	var le *api.LabelError
+	if !errors.As(err, &le) {
+		return fieldErr("labels", "%s", err.Error()) // not reached: Validate returns a *LabelError
+	}
+	field := "labels"
+	if le.Key != "" {
+		field = labelField(le.Key)
+	}
+	return &FieldError{Field: field, Rule: le.Rule, Err: le}
+}
+
 // keptStrings copies the strings of one attempt out of the body into one
-// allocation.
+// allocation: at most maxKept of them (event_id, request_id, session_id,
+// provider, model, provider_request_id, service_tier, and an unknown
+// outcome, an unknown error kind and the error's message).
 type keptStrings struct {
 	n   int
-	dst [9]*string
-	src [9][]byte
+	dst [maxKept]*string
+	src [maxKept][]byte
 }
+
+const maxKept = 10
 
 // add asks for src to be copied to *dst.
 func (k *keptStrings) add(dst *string, src []byte) {
@@ -746,6 +872,9 @@ func (a *Attempt) Validate() error {
 	}
 	if a.EstimatedInputTokens < 0 || a.EstimatedInputTokens > MaxTokens {
 		return fieldErr("estimated_input_tokens", "must be an integer from 0 to %d, got %d", int64(MaxTokens), a.EstimatedInputTokens)
+	}
+	if err := ValidateLabels(a.Labels); err != nil {
+		return err
 	}
 	return nil
 }

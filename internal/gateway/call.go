@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/provider"
 	"github.com/agentledger/ledger/internal/retry"
 )
@@ -23,6 +24,7 @@ type call struct {
 	client  client
 
 	ids    callIDs
+	labels api.Labels       // the call's, merged (callLabels)
 	req    provider.Request // what the provider read of it; Body as sent upstream
 	model  string           // req.Model, as the events record it
 	header http.Header      // as sent upstream, without the ledger headers
@@ -54,6 +56,11 @@ func (c *call) serve() {
 		c.gatewayError(http.StatusBadRequest, "bad_request", err.Error(), 0)
 		return
 	}
+	if c.labels, err = callLabels(r, g.cfg.Labels, c.client.key); err != nil {
+		g.logRefusal(r, "bad_labels", err.Error())
+		c.gatewayError(http.StatusBadRequest, "bad_request", err.Error(), 0)
+		return
+	}
 	c.requestID = c.ids.request
 	c.req = c.t.u.p.Inspect(c.t.rt, body)
 	c.model = modelName(c.req.Model)
@@ -75,6 +82,7 @@ func (c *call) serve() {
 		Upstream:     g.breakerKey(c.t.u.name, c.model),
 		Account:      g.accountKey(c.client.account),
 		FirstAttempt: res.First,
+		Labels:       c.labels,
 	}, c.attempt)
 	if c.ids.request != "" {
 		g.release(r.Context(), c.ids.request, res, st.last-res.First+1)
@@ -120,6 +128,9 @@ func (c *call) log(st *callState, start time.Time, err error) {
 		slog.Int("attempts", st.events), slog.String("outcome", string(st.final)),
 		slog.Int64("billed_input_tokens", st.billed.InputTokens), slog.Int64("billed_output_tokens", st.billed.OutputTokens),
 		slog.Duration("elapsed", time.Since(start)),
+	}
+	if len(c.labels) != 0 {
+		attrs = append(attrs, slog.String("labels", api.FormatLabels(c.labels)))
 	}
 	if st.kind != "" {
 		attrs = append(attrs, slog.String("error_kind", string(st.kind)))

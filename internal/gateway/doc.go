@@ -91,6 +91,22 @@
 // number. Attempts published but not yet projected are not seen there:
 // the bucket's TTL (7 days by default) must outlast the aggregator's lag.
 //
+// # Labels
+//
+// A call's labels (the contract's labels: team=search, user=u-42) are the
+// gateway's (Config.Labels, gateway run --labels), under the client key's
+// (its "labels" in the key file), under the request's X-Ledger-Labels
+// (HeaderLabels): a key set in a later one wins. The header holds
+// comma-separated key=value pairs, spaces around them ignored, values
+// percent-encoded where they hold ',', '=', '%', spaces at either end or
+// bytes other than printable ASCII ("team=search, note=caf%C3%A9");
+// several header lines count as one list (api.ParseLabels). Every
+// attempt's event carries the merged labels. A header that does not
+// parse, a label that breaks a rule of the contract, a key given twice,
+// or more than 16 pairs once merged is answered 400 (bad_request) before
+// any attempt, the body naming the header, the key and the rule, and
+// logged at WARN (reason bad_labels). The header never goes upstream.
+//
 // # Client keys
 //
 // With Config.Keys (gateway run --keys FILE, ParseKeys) every request,
@@ -109,8 +125,7 @@
 // answers 403 (session_forbidden) to a session it does not allow; it may
 // hold a credential per provider, which the gateway sends upstream in
 // place of the client's, so clients never see them (as LiteLLM's and
-// Bifrost's virtual keys do); its labels are read and kept, not yet
-// applied (the contract has no labels yet).
+// Bifrost's virtual keys do); it may carry labels (see Labels).
 //
 // # Accounts
 //

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/guard"
 	"github.com/agentledger/ledger/internal/netlimit"
@@ -70,6 +71,11 @@ type Config struct {
 	// DefaultSession is the session of a request without
 	// HeaderSessionID. Default DefaultSession.
 	DefaultSession string
+	// Labels are the gateway's default labels: every call's events carry
+	// them, under the client key's labels (Key.Labels) and those of the
+	// request's HeaderLabels (a key set there wins). They must follow the
+	// contract's rules (events.ValidateLabels).
+	Labels api.Labels
 	// ForwardLedgerHeaders sends HeaderSessionID, HeaderRequestID and
 	// HeaderAttempt upstream (for the fake provider's truth). Off, no
 	// ledger header reaches the upstream.
@@ -199,6 +205,9 @@ func (c *Config) defaults() error {
 	}
 	if err := events.ValidateID("default session", c.DefaultSession); err != nil {
 		return fmt.Errorf("gateway: %w", err)
+	}
+	if err := events.ValidateLabels(c.Labels); err != nil {
+		return fmt.Errorf("gateway: Labels: %w", err)
 	}
 	for _, d := range []struct {
 		name string

@@ -80,11 +80,20 @@ func newHarness(t testing.TB, origin string, mod func(*Config)) *harness {
 // post sends body to path with the headers given as name, value pairs.
 func (h *harness) post(path, body string, kv ...string) *http.Response {
 	h.t.Helper()
+	return h.postLines(path, body, nil, kv...)
+}
+
+// postLines is post with each of lines as its own X-Ledger-Labels line.
+func (h *harness) postLines(path, body string, lines []string, kv ...string) *http.Response {
+	h.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, h.url+path, strings.NewReader(body))
 	require.NoError(h.t, err)
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(kv); i += 2 {
 		req.Header.Set(kv[i], kv[i+1])
+	}
+	for _, l := range lines {
+		req.Header.Add(HeaderLabels, l)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(h.t, err)

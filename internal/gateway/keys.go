@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/provider"
 )
@@ -50,9 +51,10 @@ type Key struct {
 	// request without HeaderSessionID gets it followed by the gateway's
 	// default session.
 	SessionPrefix string
-	// Labels are the client's default labels. Not yet applied: the
-	// contract has no labels yet; they are read and kept for when it does.
-	Labels map[string]string
+	// Labels are the client's labels: its calls' events carry them, over
+	// the gateway's (Config.Labels) and under the request's HeaderLabels.
+	// They follow the contract's rules (events.ValidateLabels).
+	Labels api.Labels
 	// Credentials maps a provider's name (anthropic, openai, gemini, or
 	// any other of the gateway's Providers) to the API key the gateway
 	// sends upstream in place of the client key.
@@ -95,7 +97,7 @@ type keyEntry struct {
 	Account       string                     `json:"account"`
 	Session       string                     `json:"session"`
 	SessionPrefix string                     `json:"session_prefix"`
-	Labels        map[string]string          `json:"labels"`
+	Labels        api.Labels                 `json:"labels"`
 	Credentials   map[string]credentialEntry `json:"credentials"`
 }
 
@@ -185,6 +187,12 @@ func (e *keyEntry) key(getenv func(string) string) (*Key, error) {
 		return nil, fmt.Errorf("%s: sha256 must be the 64 hex digits of the key's SHA-256 (gateway key new prints it)", e.Name)
 	}
 	copy(k.hash[:], sum)
+	if err := events.ValidateLabels(k.Labels); err != nil {
+		return nil, fmt.Errorf("%s: %w", e.Name, err)
+	}
+	if len(k.Labels) == 0 {
+		k.Labels = nil
+	}
 	if k.Account != "" {
 		if err := events.ValidateID("account", k.Account); err != nil {
 			return nil, fmt.Errorf("%s: %w", e.Name, err)

@@ -30,6 +30,7 @@ func (g *Gateway) newProxy() *httputil.ReverseProxy {
 					pr.Out.Header.Del(k)
 				}
 			}
+			pr.Out.Header.Del(HeaderLabels) // the ledger's, never the upstream's
 		},
 		Transport:     g.transport,
 		FlushInterval: -1, // a streamed answer goes through as it comes

@@ -19,6 +19,12 @@ const (
 	HeaderSessionID = "X-Ledger-Session-Id"
 	HeaderRequestID = "X-Ledger-Request-Id"
 	HeaderAttempt   = "X-Ledger-Attempt"
+	// HeaderLabels carries the call's labels: comma-separated key=value
+	// pairs, values percent-encoded where they must be (api.ParseLabels):
+	// "team=search, user=u-42". They win over the client key's labels,
+	// which win over the gateway's (Config.Labels). It never goes
+	// upstream.
+	HeaderLabels = "X-Ledger-Labels"
 	// HeaderCost is the answered attempt's cost in US dollars (exact
 	// decimal, "0.003375") when Config.Prices prices it, "unpriced"
 	// when its model has no price; absent on streams.
@@ -67,7 +73,7 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Pro
 func upstreamHeader(in http.Header) http.Header {
 	h := in.Clone()
 	removeHopHeaders(h)
-	for _, k := range []string{"Host", "Content-Length", "Accept-Encoding", HeaderSessionID, HeaderRequestID, HeaderAttempt} {
+	for _, k := range []string{"Host", "Content-Length", "Accept-Encoding", HeaderSessionID, HeaderRequestID, HeaderAttempt, HeaderLabels} {
 		h.Del(k)
 	}
 	return h

@@ -11,7 +11,9 @@
 // caller's, or a fresh ULID) and session_id and gets its own event_id;
 // attempts are numbered from 0. The IDs are validated before anything else:
 // an invalid one is returned as an *events.FieldError and no attempt is
-// made and no event is published.
+// made and no event is published. So are the call's labels: Options.Labels
+// (the defaults) merged with Call.Labels, a key of the call's winning; every
+// event of the call carries the merged set.
 //
 // Before each attempt Do checks the caller's context and the upstream's
 // breaker. A done context or a rejection by the breaker ends the call with

@@ -88,6 +88,10 @@ type Options struct {
 	// of a nil check.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
+	// Labels are the default labels of every call: each attempt's event
+	// carries them merged with Call.Labels, a key of the call's winning.
+	// They must pass events.ValidateLabels.
+	Labels api.Labels
 }
 
 // Stats are the middleware's counters since New (api.MiddlewareStats).
@@ -109,6 +113,7 @@ type Middleware struct {
 	onSinkError func(*events.Attempt, error)
 	rateLimits  func(provider string) guard.RateLimitParser
 	tel         *telemetry // nil: off
+	labels      api.Labels // the defaults, a copy of Options.Labels
 
 	sdkRetryWarned atomic.Bool // an SDK's own retry was logged
 
@@ -128,6 +133,9 @@ func New(opts Options) (*Middleware, error) {
 	if err := opts.Policy.Validate(); err != nil {
 		return nil, &OptionsError{Field: "Policy", Rule: "is invalid", Err: err}
 	}
+	if err := events.ValidateLabels(opts.Labels); err != nil {
+		return nil, &OptionsError{Field: "Labels", Rule: "are invalid", Err: err}
+	}
 	m := &Middleware{
 		policy:      opts.Policy,
 		classifier:  opts.Classifier,
@@ -138,6 +146,7 @@ func New(opts Options) (*Middleware, error) {
 		logger:      opts.Logger,
 		onSinkError: opts.OnSinkError,
 		rateLimits:  opts.RateLimits,
+		labels:      opts.Labels.Merge(nil),
 	}
 	if m.rateLimits == nil {
 		m.rateLimits = registeredRateLimits
@@ -205,8 +214,10 @@ func (m *Middleware) Stats() Stats {
 // attempt yields exactly one event, published before Do goes on; see the
 // package documentation for when Do stops.
 //
-// An invalid call (session or request ID, provider, model) is refused with
-// an *events.FieldError before any attempt and without any event; a nil
+// An invalid call (session or request ID, provider, model, labels merged
+// with the defaults) is refused with an *events.FieldError before any
+// attempt and without any event (for labels it wraps the *api.LabelError
+// that names the key and the rule); a nil
 // ctx, m or fn with ErrInvalidCall.
 //
 // Panics. Whatever panics, the attempt still has exactly one event and its
@@ -357,6 +368,13 @@ func (m *Middleware) begin(ctx context.Context, call Call) (*run, error) {
 	if err := m.checkFirstAttempt(call.FirstAttempt); err != nil {
 		return nil, err
 	}
+	labels := m.labels // shared by the calls: never modified
+	if len(call.Labels) != 0 {
+		labels = m.labels.Merge(call.Labels)
+		if err := events.ValidateLabels(labels); err != nil {
+			return nil, err
+		}
+	}
 	var tl timeline
 	t0 := tl.begin(m.clock)
 	var eventID0 string
@@ -388,6 +406,7 @@ func (m *Middleware) begin(ctx context.Context, call Call) (*run, error) {
 		SessionID: call.SessionID,
 		Provider:  call.Provider,
 		Model:     call.Model,
+		Labels:    labels,
 	}
 	if m.tel != nil {
 		r.startCall(m.tel)

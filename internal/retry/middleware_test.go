@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/testkit"
@@ -608,28 +609,38 @@ func TestDoNonRetryableFailuresDoNotOpenTheCircuit(t *testing.T) {
 
 func TestDoInvalidCall(t *testing.T) {
 	long := strings.Repeat("x", 129)
+	withLabels := func(l api.Labels) Call { return Call{SessionID: "s", Provider: "p", Model: "m", Labels: l} }
 	tests := []struct {
-		name  string
-		call  Call
-		field string
+		name     string
+		call     Call
+		field    string
+		defaults api.Labels // the middleware's
+		rule     string     // for labels: the *api.LabelError's rule
 	}{
-		{"missing session", Call{Provider: "p", Model: "m"}, "session_id"},
-		{"session with a space", Call{SessionID: "a b", Provider: "p", Model: "m"}, "session_id"},
-		{"session with a dot", Call{SessionID: "a.b", Provider: "p", Model: "m"}, "session_id"},
-		{"session too long", Call{SessionID: long, Provider: "p", Model: "m"}, "session_id"},
-		{"request with a wildcard", Call{SessionID: "s", RequestID: "r*", Provider: "p", Model: "m"}, "request_id"},
-		{"request too long", Call{SessionID: "s", RequestID: long, Provider: "p", Model: "m"}, "request_id"},
-		{"request with a slash", Call{SessionID: "s", RequestID: "a/b", Provider: "p", Model: "m"}, "request_id"},
-		{"missing provider", Call{SessionID: "s", Model: "m"}, "provider"},
-		{"provider too long", Call{SessionID: "s", Provider: strings.Repeat("p", 65), Model: "m"}, "provider"},
-		{"missing model", Call{SessionID: "s", Provider: "p"}, "model"},
-		{"model too long", Call{SessionID: "s", Provider: "p", Model: strings.Repeat("m", 257)}, "model"},
-		{"model not UTF-8", Call{SessionID: "s", Provider: "p", Model: "m\xff"}, "model"},
-		{"provider not UTF-8", Call{SessionID: "s", Provider: "\xc3", Model: "m"}, "provider"},
+		{name: "missing session", call: Call{Provider: "p", Model: "m"}, field: "session_id"},
+		{name: "session with a space", call: Call{SessionID: "a b", Provider: "p", Model: "m"}, field: "session_id"},
+		{name: "session with a dot", call: Call{SessionID: "a.b", Provider: "p", Model: "m"}, field: "session_id"},
+		{name: "session too long", call: Call{SessionID: long, Provider: "p", Model: "m"}, field: "session_id"},
+		{name: "request with a wildcard", call: Call{SessionID: "s", RequestID: "r*", Provider: "p", Model: "m"}, field: "request_id"},
+		{name: "request too long", call: Call{SessionID: "s", RequestID: long, Provider: "p", Model: "m"}, field: "request_id"},
+		{name: "request with a slash", call: Call{SessionID: "s", RequestID: "a/b", Provider: "p", Model: "m"}, field: "request_id"},
+		{name: "missing provider", call: Call{SessionID: "s", Model: "m"}, field: "provider"},
+		{name: "provider too long", call: Call{SessionID: "s", Provider: strings.Repeat("p", 65), Model: "m"}, field: "provider"},
+		{name: "missing model", call: Call{SessionID: "s", Provider: "p"}, field: "model"},
+		{name: "model too long", call: Call{SessionID: "s", Provider: "p", Model: strings.Repeat("m", 257)}, field: "model"},
+		{name: "model not UTF-8", call: Call{SessionID: "s", Provider: "p", Model: "m\xff"}, field: "model"},
+		{name: "provider not UTF-8", call: Call{SessionID: "s", Provider: "\xc3", Model: "m"}, field: "provider"},
+		{name: "label key upper case", call: withLabels(api.Labels{"Team": "x"}), field: `labels["Team"]`, rule: "key must be a lower-case letter"},
+		{name: "label key too long", call: withLabels(api.Labels{strings.Repeat("k", 33): "x"}), field: `labels["` + strings.Repeat("k", 33) + `"]`, rule: "key must be 1 to 32 bytes, got 33"},
+		{name: "label value empty", call: withLabels(api.Labels{"team": ""}), field: `labels["team"]`, rule: "value must be 1 to 128 bytes, got 0"},
+		{name: "label value too long", call: withLabels(api.Labels{"team": strings.Repeat("v", 129)}), field: `labels["team"]`, rule: "value must be 1 to 128 bytes, got 129"},
+		{name: "label value with a newline", call: withLabels(api.Labels{"team": "a\nb"}), field: `labels["team"]`, rule: "value must not hold control characters"},
+		{name: "label value not UTF-8", call: withLabels(api.Labels{"team": "\xff"}), field: `labels["team"]`, rule: "value must be valid UTF-8"},
+		{name: "labels too many with the defaults", call: withLabels(labels(7, "c")), defaults: labels(10, "d"), field: "labels", rule: "must hold at most 16 pairs, got 17"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, nil)
+			h := newHarness(t, func(o *Options) { o.Labels = tt.defaults })
 			called := false
 			_, err := Do(context.Background(), h.m, tt.call, func(context.Context, Attempt) (int, Report, error) {
 				called = true
@@ -642,6 +653,12 @@ func TestDoInvalidCall(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.field)
 			if tt.field == "session_id" || tt.field == "request_id" {
 				assert.Contains(t, fe.Rule, events.IDRule)
+			}
+			if tt.rule != "" {
+				var le *api.LabelError
+				require.ErrorAs(t, err, &le, "the labels' error names the key and the rule")
+				assert.Contains(t, le.Rule, tt.rule)
+				assert.Contains(t, err.Error(), tt.rule)
 			}
 			assert.False(t, called, "no model call")
 			assert.Zero(t, h.sink.Len(), "no event")

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/guard"
@@ -133,6 +134,13 @@ type Config struct {
 	// Shard, when Count is set, gives this fleet the sessions i with
 	// i % Count == Index only: one process of a fleet of Count.
 	Shard Shard
+	// Labels are the labels of every call (the middleware's defaults);
+	// nil: none. They follow the contract's rules.
+	Labels api.Labels
+	// Teams, when set, labels session i's calls team=team-<i % Teams>
+	// (over Labels), so that a run has a few teams to report by. From 0
+	// (none) to MaxTeams.
+	Teams int
 	// Think is how long an agent waits after each call before the next:
 	// its demand. Zero: none, an agent calls as fast as it can.
 	Think time.Duration
@@ -176,6 +184,12 @@ func (s Shard) session(j int) int {
 }
 
 // withDefaults validates c and returns it with the defaults applied.
+// MaxTeams bounds Config.Teams.
+const MaxTeams = 1000
+
+// teamLabel is the label of team i (Config.Teams).
+func teamLabel(i int) api.Labels { return api.Labels{"team": fmt.Sprintf("team-%d", i)} }
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Agents == 0 {
 		c.Agents = 4
@@ -216,6 +230,17 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if len(c.Providers) == 0 {
 		return c, &ConfigError{Field: "Providers", Rule: "is empty and no provider the simulator can call is linked"}
+	}
+	if err := events.ValidateLabels(c.Labels); err != nil {
+		return c, &ConfigError{Field: "Labels", Rule: "are invalid", Err: err}
+	}
+	if c.Teams < 0 || c.Teams > MaxTeams {
+		return c, &ConfigError{Field: "Teams", Rule: fmt.Sprintf("is %d; it must be from 0 to %d", c.Teams, MaxTeams)}
+	}
+	if c.Teams > 0 {
+		if err := events.ValidateLabels(c.Labels.Merge(teamLabel(c.Teams - 1))); err != nil {
+			return c, &ConfigError{Field: "Teams", Rule: "with Labels breaks a rule of labels", Err: err}
+		}
 	}
 	for i, p := range c.Providers {
 		if Model(p) == "" {

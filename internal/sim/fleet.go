@@ -127,6 +127,7 @@ func (f *Fleet) Run(ctx context.Context) (*Result, error) {
 		Guards:     f.cfg.Guards,
 		Rand:       retry.LockedRand(f.cfg.Seed, 0x5157),
 		Logger:     f.logger,
+		Labels:     f.cfg.Labels,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
@@ -188,6 +189,9 @@ func (f *Fleet) session(ctx context.Context, mw *retry.Middleware, callers map[s
 			return
 		}
 		call := retry.Call{SessionID: sid, RequestID: requestID(f.cfg.RunID, i, j), Provider: provider, Model: d.Sim.Model}
+		if f.cfg.Teams > 0 {
+			call.Labels = teamLabel(i % f.cfg.Teams)
+		}
 		prompt := fmt.Sprintf("Simulated prompt %d of session %s.", j+1, sid)
 		_, err := retry.Do(ctx, mw, call, func(ctx context.Context, a retry.Attempt) (struct{}, retry.Report, error) {
 			rep, err := c.Call(ctx, prompt, a)

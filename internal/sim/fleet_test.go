@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/provider/anthropic"
 	"github.com/agentledger/ledger/internal/provider/fakekit"
@@ -245,6 +246,23 @@ func TestSameSeedSameTruth(t *testing.T) {
 	assert.NotEqual(t, a.Truth.Total, c.Truth.Total, "another seed, another run")
 }
 
+// Issue 20: the simulator labels its calls, --labels on every one and
+// --teams by session, so that its runs can be reported by label.
+func TestFleetLabels(t *testing.T) {
+	_, sink := run(t, sim.Config{Agents: 2, Sessions: 4, CallsPerSession: 2, Seed: 3, Mix: fakeprovider.Mix{ServerError: 0.3},
+		Labels: api.Labels{"env": "sim"}, Teams: 2})
+	evs := sink.Events()
+	require.NotEmpty(t, evs)
+	teams := map[string]bool{}
+	for _, ev := range evs {
+		require.NoError(t, ev.Validate())
+		assert.Equal(t, "sim", ev.Labels["env"])
+		assert.Len(t, ev.Labels, 2)
+		teams[ev.Labels["team"]] = true
+	}
+	assert.Equal(t, map[string]bool{"team-0": true, "team-1": true}, teams)
+}
+
 func TestConfigValidation(t *testing.T) {
 	sink := retry.NewMemorySink()
 	tests := []struct {
@@ -262,6 +280,9 @@ func TestConfigValidation(t *testing.T) {
 		{"unknown provider", sim.Config{Sink: sink, Providers: []string{"anthropic", "mistral"}}, "Providers[1]"},
 		{"bad mix", sim.Config{Sink: sink, Mix: fakeprovider.Mix{RateLimit: 1.2}}, "Mix"},
 		{"bad policy", sim.Config{Sink: sink, Policy: retry.Policy{MaxRetries: 1}}, "Policy"},
+		{"bad labels", sim.Config{Sink: sink, Labels: api.Labels{"Team": "x"}}, "Labels"},
+		{"negative teams", sim.Config{Sink: sink, Teams: -1}, "Teams"},
+		{"too many teams", sim.Config{Sink: sink, Teams: sim.MaxTeams + 1}, "Teams"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
