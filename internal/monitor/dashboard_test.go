@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
 )
@@ -244,8 +245,11 @@ func TestDashboardQueriesNameServedMetrics(t *testing.T) {
 func TestNoSessionOrRequestSeries(t *testing.T) {
 	js := ledgertest.StartStream(t)
 	w := ledgertest.Generate(rand.New(rand.NewPCG(3, 4)), ledgertest.Spec{Sessions: 4, Calls: 40})
+	for i, msg := range w.Messages {
+		msg.Event.Labels = api.Labels{"team": fmt.Sprintf("team-%d", i%3), "user": fmt.Sprintf("user-%d", i%150)}
+	}
 	ledgertest.Publish(t, js, w.Messages)
-	m := newMetrics(t, UsageOptions{Labels: []string{"team", "user"}})
+	m := newMetrics(t, UsageOptions{Labels: []string{"team", "user"}, MaxValues: 10})
 	project(t, js, m, 7)
 	ids := map[string]bool{}
 	for _, msg := range w.Messages {
@@ -267,4 +271,7 @@ func TestNoSessionOrRequestSeries(t *testing.T) {
 	}
 	require.Greater(t, n, 10, "the usage series were served")
 	require.True(t, slices.ContainsFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "ledger_tokens_total" }))
+	require.Contains(t, samples(t, m.Registry, "ledger_requests_total"),
+		`model="claude-test",outcome="succeeded",provider="anthropic",team="team-0",user="__overflow__"`, "the metric labels were served, user past its cap")
+	require.Positive(t, samples(t, m.Registry, "ledger_metric_label_overflow_total")[`key="user"`])
 }

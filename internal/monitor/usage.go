@@ -447,7 +447,7 @@ func (u *usage) labelValues(r *projection.Request) [MaxMetricLabels]string {
 	if len(u.keys) == 0 {
 		return lv
 	}
-	labels := requestLabels(r)
+	labels := r.Labels
 	for i, k := range u.keys {
 		v := labels[k]
 		if v == "" {
@@ -465,11 +465,4 @@ func (u *usage) labelValues(r *projection.Request) [MaxMetricLabels]string {
 		lv[i] = v
 	}
 	return lv
-}
-
-// requestLabels are a request's labels: those of its first accepted
-// event.
-func requestLabels(r *projection.Request) api.Labels {
-	_ = r
-	return nil // the record's labels arrive with the rollups branch
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/pricing"
@@ -88,6 +89,7 @@ type ev struct {
 	in, out   int64
 	cacheRead int64
 	reasoning int64
+	labels    api.Labels
 }
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -97,7 +99,8 @@ func (e ev) event() *events.Attempt {
 		SessionID: "sess-1", Attempt: e.attempt, Outcome: events.OutcomeSuccess, Final: true,
 		Provider: "anthropic", Model: e.model,
 		Usage:     events.Usage{InputTokens: e.in, OutputTokens: e.out, CacheReadInputTokens: e.cacheRead, ReasoningTokens: e.reasoning},
-		StartedAt: t0.Add(time.Duration(e.n) * time.Second), FinishedAt: t0.Add(time.Duration(e.n)*time.Second + time.Second)}
+		StartedAt: t0.Add(time.Duration(e.n) * time.Second), FinishedAt: t0.Add(time.Duration(e.n)*time.Second + time.Second),
+		Labels: e.labels}
 	if e.kind != "" {
 		a.Outcome, a.Final = events.OutcomeError, e.final
 		a.Error = &events.AttemptError{Kind: e.kind, Retryable: !e.final, Message: "failed"}
@@ -359,6 +362,71 @@ func TestCrashDoesNotCountTwice(t *testing.T) {
 					require.LessOrEqual(t, v, want[k], "%s{%s}", name, k)
 				}
 			}
+		})
+	}
+}
+
+// Metric labels: the request's labels (its first accepted event's, a
+// later event's other labels ignored) become labels of the usage series;
+// past --metric-label-values distinct values a key's requests are counted
+// under __overflow__, each change so counted adding one to
+// ledger_metric_label_overflow_total{key}; a request without the label
+// has none ("").
+func TestMetricLabels(t *testing.T) {
+	team := func(v string) api.Labels { return api.Labels{"team": v, "user": "u-" + v} }
+	stream := []ev{
+		{n: 1, request: "r1", attempt: 0, model: priced, kind: events.KindTimeout, in: 10, labels: team("a")},
+		{n: 2, request: "r1", attempt: 1, model: priced, in: 10, out: 1, labels: team("z")}, // r1 stays team a
+		{n: 3, request: "r2", attempt: 0, model: priced, in: 20, out: 2, labels: team("b")},
+		{n: 4, request: "r3", attempt: 0, model: priced, in: 30, out: 3, labels: team("c")},
+		{n: 5, request: "r4", attempt: 0, model: priced, kind: events.KindTimeout, in: 40, labels: team("d")},
+		{n: 6, request: "r4", attempt: 1, model: priced, in: 40, out: 4, labels: team("d")},
+		{n: 7, request: "r5", attempt: 0, model: priced, in: 50, out: 5},
+	}
+	p := `model="` + priced + `",provider="anthropic"`
+	for _, tc := range []struct {
+		name     string
+		keys     []string
+		batch    int
+		input    map[string]float64
+		overflow map[string]float64
+	}{
+		{"team, one event per batch", []string{"team"}, 1,
+			map[string]float64{
+				p + `,team="a"`: 10, p + `,team="b"`: 20, p + `,team="__overflow__"`: 70, p + `,team=""`: 50,
+			},
+			// r3 once, r4 in two batches
+			map[string]float64{`key="team"`: 3}},
+		{"team, one batch", []string{"team"}, 1000,
+			map[string]float64{
+				p + `,team="a"`: 10, p + `,team="b"`: 20, p + `,team="__overflow__"`: 70, p + `,team=""`: 50,
+			},
+			map[string]float64{`key="team"`: 2}},
+		{"team and user", []string{"team", "user"}, 1000,
+			map[string]float64{
+				p + `,team="a",user="u-a"`: 10, p + `,team="b",user="u-b"`: 20,
+				p + `,team="__overflow__",user="__overflow__"`: 70, p + `,team="",user=""`: 50,
+			},
+			map[string]float64{`key="team"`: 2, `key="user"`: 2}},
+		{"no labels", nil, 1000,
+			map[string]float64{p: 150},
+			map[string]float64{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js := ledgertest.StartStream(t)
+			publish(t, js, stream...)
+			m := newMetrics(t, UsageOptions{Labels: tc.keys, MaxValues: 2})
+			project(t, js, m, tc.batch)
+			input := map[string]float64{}
+			for k, v := range samples(t, m.Registry, "ledger_tokens_total") {
+				if strings.Contains(k, `kind="usage"`) && strings.Contains(k, `type="input"`) {
+					ls := strings.Split(k, ",")
+					ls = slices.DeleteFunc(ls, func(l string) bool { return strings.HasPrefix(l, "kind=") || strings.HasPrefix(l, "type=") })
+					input[strings.Join(ls, ",")] = v
+				}
+			}
+			require.Equal(t, norm(tc.input), input)
+			require.Equal(t, tc.overflow, samples(t, m.Registry, "ledger_metric_label_overflow_total"))
 		})
 	}
 }
