@@ -281,7 +281,7 @@ func (u *usage) RequestsCommitted(c projection.Changes) {
 // counted (ledger_metric_decreases_skipped_total).
 func (u *usage) apply(c projection.Change) {
 	was, now := c.Was(), c.Now()
-	lv := u.labelValues(now)
+	lv := lazyLabels{u: u, r: now}
 	var old []projection.Entry
 	if was != nil {
 		old = was.Log
@@ -301,7 +301,7 @@ func (u *usage) apply(c projection.Change) {
 		}
 		switch {
 		case o == nil:
-			u.at(e.Provider, e.Model, &lv).attempts[outcomeOf(c, e)]++
+			u.at(e.Provider, e.Model, lv.get()).attempts[outcomeOf(c, e)]++
 		case o.Outcome != e.Outcome || o.Provider != e.Provider || o.Model != e.Model:
 			u.skipped[skipAttempts]++ // the attempt stays counted as first recorded
 		}
@@ -315,8 +315,8 @@ func (u *usage) apply(c projection.Change) {
 		ws = was.Status
 	}
 	if now.Status != ws {
-		if ws == "" || now.Status != projection.StatusPending {
-			u.at(now.Provider, now.Model, &lv).requests[slices.Index(statusNames, now.Status)]++
+		if i := slices.Index(statusNames, now.Status); i >= 0 && (ws == "" || now.Status != projection.StatusPending) {
+			u.at(now.Provider, now.Model, lv.get()).requests[i]++
 		}
 		if ws == projection.StatusSucceeded || ws == projection.StatusFailed {
 			u.skipped[skipRequests]++
@@ -327,9 +327,9 @@ func (u *usage) apply(c projection.Change) {
 // move records that one attempt's contribution of kind went from o to e
 // (either nil): under e's series, the difference when o is in the same
 // series, else e whole; o's leaving another series is a skipped decrease.
-func (u *usage) move(kind int, lv *[MaxMetricLabels]string, o, e *projection.Entry) {
+func (u *usage) move(kind int, lv *lazyLabels, o, e *projection.Entry) {
 	if e != nil {
-		s := u.at(e.Provider, e.Model, lv)
+		s := u.at(e.Provider, e.Model, lv.get())
 		var base projection.Entry
 		if o != nil && o.Provider == e.Provider && o.Model == e.Model {
 			base, o = *o, nil
@@ -437,6 +437,23 @@ func (u *usage) at(provider, model string, lv *[MaxMetricLabels]string) *series 
 	}
 	u.lastKey, u.last = k, s
 	return s
+}
+
+// lazyLabels are a request's metric label values, worked out when a
+// series of the request is first looked up: a change that adds to no
+// series counts no overflow.
+type lazyLabels struct {
+	u    *usage
+	r    *projection.Request
+	lv   [MaxMetricLabels]string
+	done bool
+}
+
+func (l *lazyLabels) get() *[MaxMetricLabels]string {
+	if !l.done {
+		l.lv, l.done = l.u.labelValues(l.r), true
+	}
+	return &l.lv
 }
 
 // labelValues returns the metric labels' values of a request: its label's

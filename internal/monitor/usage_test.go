@@ -63,13 +63,18 @@ func norm(want map[string]float64) map[string]float64 {
 
 // project runs an aggregator reporting to m over the whole stream, and
 // stops it once it has caught up (so that every committed batch has been
-// reported).
+// reported). Its lease is long, so that a loaded machine does not end a
+// term mid-batch (a failed batch is counted by no one); its instance ID
+// is the one a crashed run of the test held the lease under, so that it
+// takes over at once.
 func project(t *testing.T, js jetstream.JetStream, m *Metrics, batch int) {
 	t.Helper()
-	stop := ledgertest.RunAggregator(t, js, projection.Config{Observer: m, BatchSize: batch})
+	stop := ledgertest.RunAggregator(t, js, projection.Config{Observer: m, BatchSize: batch, InstanceID: testInstance, LeaseTTL: 5 * time.Second})
 	ledgertest.WaitCaughtUp(t, js)
 	stop()
 }
+
+const testInstance = "monitor-test"
 
 func newMetrics(t *testing.T, o UsageOptions) *Metrics {
 	t.Helper()
@@ -333,7 +338,7 @@ func TestCrashDoesNotCountTwice(t *testing.T) {
 			m := newMetrics(t, UsageOptions{})
 			if tc.point != "" {
 				var hits atomic.Int32
-				agg, err := projection.New(projection.Config{JS: js, Observer: m, BatchSize: 13, LeaseTTL: 300 * time.Millisecond,
+				agg, err := projection.New(projection.Config{JS: js, Observer: m, BatchSize: 13, InstanceID: testInstance, LeaseTTL: 5 * time.Second,
 					Faults: func(p projection.FaultPoint) error {
 						if p == tc.point && hits.Add(1) == 3 {
 							return errors.New("injected crash")
