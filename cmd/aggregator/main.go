@@ -185,8 +185,17 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) (err error) {
 	dupWindow := fs.Duration("duplicate-window", 0, "duplicate window of LEDGER_ATTEMPTS when this process creates it (0: the default, 2m); warns when the existing stream's differs")
 	replicas := fs.Int("replicas", 0, "replicas of the streams and buckets this process creates, 1 to 5 (0: the default, 1); warns when existing ones differ")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (default: off)")
+	metricLabels := fs.String("metric-labels", "", fmt.Sprintf("request label keys that become labels of the usage metrics, e.g. team,user (at most %d; default: none)", monitor.MaxMetricLabels))
+	metricLabelValues := fs.Int("metric-label-values", monitor.DefaultMetricLabelValues, "most distinct values each --metric-labels key keeps; the requests of others are counted under "+monitor.OverflowValue)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	usageOpts := monitor.UsageOptions{Labels: monitor.ParseMetricLabels(*metricLabels), MaxValues: *metricLabelValues}
+	if err := usageOpts.Validate(); err != nil {
+		return err
+	}
+	if len(usageOpts.Labels) > 0 && *metricsAddr == "" {
+		return cli.Usagef("--metric-labels: the usage metrics are served only with --metrics-addr")
 	}
 	log, err := cf.logger()
 	if err != nil {
@@ -217,17 +226,20 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) (err error) {
 		BatchSize:  *batch,
 		InstanceID: *instance,
 		LeaseTTL:   *leaseTTL,
-	}, ln, log)
+	}, ln, usageOpts, log)
 }
 
-// runAggregator runs the aggregator, and its metrics server when ln is
-// set, until ctx ends.
-func runAggregator(ctx context.Context, conn *connect.Conn, cfg projection.Config, ln net.Listener, log *slog.Logger) error {
+// runAggregator runs the aggregator, and its metrics server (with the
+// usage series' labels uo) when ln is set, until ctx ends.
+func runAggregator(ctx context.Context, conn *connect.Conn, cfg projection.Config, ln net.Listener, uo monitor.UsageOptions, log *slog.Logger) error {
 	cfg.JS, cfg.Logger = conn.JS, log
 	var mon *monitor.Metrics
 	var lateSrc lateSource
 	if ln != nil {
-		mon = monitor.NewMetrics(&lateSrc)
+		var err error
+		if mon, err = monitor.NewMetrics(&lateSrc, uo); err != nil {
+			return err
+		}
 		cfg.Observer = mon
 	}
 	agg, err := projection.New(cfg)

@@ -71,7 +71,7 @@ func TestRunServesMetrics(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- command(ctx, []string{"run", "--nats-url", srv.URL(), "--metrics-addr", addr, "--log-format", "json",
-			"--duplicate-window", "10m"}, io.Discard, &stderr)
+			"--duplicate-window", "10m", "--metric-labels", "team"}, io.Discard, &stderr)
 	}()
 	base := "http://" + addr
 	want := float64(len(w.Messages) + 1)
@@ -93,6 +93,16 @@ func TestRunServesMetrics(t *testing.T) {
 	assert.Contains(t, body, "ledger_aggregator_batch_seconds_bucket")
 	batches, _ := metric(body, "ledger_aggregator_batch_seconds_count")
 	assert.GreaterOrEqual(t, batches, 1.0, "every committed batch is observed")
+	var succeeded float64
+	for _, r := range w.Requests {
+		if r.Status == "succeeded" {
+			succeeded++
+		}
+	}
+	got, _ := metric(body, `ledger_requests_total{model="claude-test",outcome="succeeded",provider="anthropic",team=""}`)
+	assert.Equal(t, succeeded, got, "the usage series, with the metric label: %s", body)
+	overflow, _ := metric(body, `ledger_metric_label_overflow_total{key="team"}`)
+	assert.Zero(t, overflow)
 
 	code, text := get(base + "/healthz")
 	assert.Equal(t, http.StatusOK, code)
@@ -108,6 +118,34 @@ func TestRunServesMetrics(t *testing.T) {
 	assert.Contains(t, logs, "nats stream edit LEDGER_ATTEMPTS --dupe-window 10m0s")
 	for _, line := range stderr.Lines() {
 		assert.True(t, strings.HasPrefix(line, "{"), "every log line is JSON: %s", line)
+	}
+}
+
+// Bad --metric-labels and --metric-label-values are refused before
+// anything starts, naming the flag, the value and the rule.
+func TestRunMetricLabelsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"not a key", []string{"--metric-labels", "Team"}, `--metric-labels: "Team": not a label key`},
+		{"a series' own label", []string{"--metric-labels", "team,model"}, `--metric-labels: "model": reserved`},
+		{"per session", []string{"--metric-labels", "session_id"}, `--metric-labels: "session_id": reserved`},
+		{"twice", []string{"--metric-labels", "team, team"}, `--metric-labels: "team": named twice`},
+		{"too many", []string{"--metric-labels", "a,b,c,d,e"}, "at most 4 keys"},
+		{"cap", []string{"--metric-labels", "team", "--metric-label-values", "-1"}, `--metric-label-values: "-1": must be 1 to 10000`},
+		{"without metrics", []string{"--metric-labels", "team"}, "--metric-labels: the usage metrics are served only with --metrics-addr"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"run", "--nats-url", "nats://127.0.0.1:1"}, tc.args...)
+			if tc.name != "without metrics" {
+				args = append(args, "--metrics-addr", "127.0.0.1:0")
+			}
+			code, _, stderr := run(t, args...)
+			assert.Equal(t, cli.ExitUsage, code)
+			assert.Contains(t, stderr, tc.want)
+		})
 	}
 }
 

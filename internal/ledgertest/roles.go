@@ -3,6 +3,8 @@ package ledgertest
 import (
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -18,4 +20,15 @@ func StartRoles(t testing.TB, options ...natstest.Option) *natstest.Server {
 		t.Fatalf("ledgertest: %v", err)
 	}
 	return srv
+}
+
+// StartStream runs an embedded JetStream server (natstest.StartJS) with
+// LEDGER_ATTEMPTS created, and returns the connection's JetStream.
+func StartStream(t testing.TB, options ...natstest.Option) jetstream.JetStream {
+	t.Helper()
+	_, _, js := natstest.StartJS(t, options...)
+	if _, err := topology.EnsureAttempts(t.Context(), js, topology.Config{}); err != nil {
+		t.Fatalf("ledgertest: %v", err)
+	}
+	return js
 }

@@ -23,11 +23,11 @@ type Source interface {
 }
 
 // Metrics implement projection.Observer: the aggregator tells them of
-// every committed batch and every rejected event, and (CostObserver) of
-// the money each batch added per provider and model.
+// every committed batch and every rejected event, and (ChangeObserver) of
+// the request records each batch wrote, before and after.
 var (
-	_ projection.Observer     = (*Metrics)(nil)
-	_ projection.CostObserver = (*Metrics)(nil)
+	_ projection.Observer       = (*Metrics)(nil)
+	_ projection.ChangeObserver = (*Metrics)(nil)
 )
 
 // reasons are the reject reasons of the contract, whose counters exist
@@ -49,13 +49,18 @@ type Metrics struct {
 	headGap  atomic.Uint64
 	byReason map[string]prometheus.Counter
 	other    prometheus.Counter
-	// cost and unpriced are labelled by provider and model (never by
-	// session: a bounded set).
-	cost, unpriced *prometheus.CounterVec
+	// usage are the usage series: tokens, money, requests and attempts
+	// by provider, model and the metric labels (never by session or
+	// request).
+	usage *usage
 }
 
-// NewMetrics makes the collectors over src.
-func NewMetrics(src Source) *Metrics {
+// NewMetrics makes the collectors over src, with the usage series'
+// labels chosen by o (validated).
+func NewMetrics(src Source, o UsageOptions) (*Metrics, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ledger_aggregator_lag_events",
@@ -68,12 +73,7 @@ func NewMetrics(src Source) *Metrics {
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ledger_aggregator_rejected_total",
 			Help: "Events this process recorded in LEDGER_REJECTED, by reason."}, []string{"reason"}),
 		byReason: make(map[string]prometheus.Counter, len(reasons)),
-		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ledger_cost_total",
-			Help: "US dollars this process added to the ledger, each attempt at its own price: kind=usage (winning attempts) or billed (every attempt). " +
-				"A correction downward (an event replacing another) is not subtracted: the ledger's records are the truth."}, []string{"provider", "model", "kind"}),
-		unpriced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ledger_unpriced_tokens_total",
-			Help: "Input and output tokens this process added to the ledger on models without a price in the ledger's catalog (kind=usage or billed): the money leaves them out."},
-			[]string{"provider", "model", "kind"}),
+		usage:    newUsage(o),
 	}
 	for _, r := range reasons {
 		m.byReason[string(r)] = m.rejected.WithLabelValues(string(r))
@@ -93,26 +93,17 @@ func NewMetrics(src Source) *Metrics {
 			"above 0 the aggregator stops until the stream is restored or `aggregator rebuild --accept-loss` runs."}, func() float64 {
 		return float64(max(m.headGap.Load(), src.Stats().GapEvents))
 	})
-	m.Registry.MustRegister(m.lag, m.checkpoint, m.batch, m.rejected, m.cost, m.unpriced, applied, held, gap,
+	m.Registry.MustRegister(m.lag, m.checkpoint, m.batch, m.rejected, m.usage, applied, held, gap,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+	return m, nil
 }
 
 // BatchCommitted implements projection.Observer.
 func (m *Metrics) BatchCommitted(_ int, took time.Duration) { m.batch.Observe(took.Seconds()) }
 
-// CostCommitted implements projection.CostObserver.
-func (m *Metrics) CostCommitted(provider, model string, d projection.ModelCost) {
-	add := func(v *prometheus.CounterVec, kind string, n float64) {
-		if n > 0 {
-			v.WithLabelValues(provider, model, kind).Add(n)
-		}
-	}
-	add(m.cost, "usage", float64(d.Usage)/1e9)
-	add(m.cost, "billed", float64(d.Billed)/1e9)
-	add(m.unpriced, "usage", float64(d.UnpricedUsage))
-	add(m.unpriced, "billed", float64(d.UnpricedBilled))
-}
+// RequestsCommitted implements projection.ChangeObserver: the usage
+// series gain what the batch's request records gained.
+func (m *Metrics) RequestsCommitted(c projection.Changes) { m.usage.RequestsCommitted(c) }
 
 // Rejected implements projection.Observer.
 func (m *Metrics) Rejected(reason string) {

@@ -33,7 +33,8 @@ func TestGapEventsMetric(t *testing.T) {
 		{"the aggregator found a gap inside", 1, 20, 12, 4, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMetrics(&fakeSource{stats: projection.Stats{GapEvents: tc.aggregatorGap}})
+			m, err := NewMetrics(&fakeSource{stats: projection.Stats{GapEvents: tc.aggregatorGap}}, UsageOptions{})
+			require.NoError(t, err)
 			m.setPosition(tc.first, tc.last, tc.checkpoint)
 			got, err := testutil.GatherAndCount(m.Registry, "ledger_aggregator_gap_events")
 			require.NoError(t, err)

@@ -73,9 +73,10 @@ type reqWork struct {
 	// prev is the in-flight batch's work on the same key, when the record
 	// came from there: its revision is known once that batch commits.
 	prev *reqWork
-	// before is what the record held per model before the batch, kept
-	// only for a CostObserver.
-	before modelCosts
+	// was is the record before the batch (nil: absent), and errs the
+	// failed events that changed it; kept only for a ChangeObserver.
+	was  *Request
+	errs []*events.Attempt
 }
 
 type rolWork struct {
@@ -226,12 +227,16 @@ func (b *batcher) split(msgs []fetched) (items []accepted, rejects []rejection, 
 // fold folds the accepted events into their requests' records (Fold),
 // adding a session_conflict rejection for each event Fold refuses.
 func (b *batcher) fold(ctx context.Context, items []accepted, reqs map[string]*reqWork, rejects []rejection) ([]rejection, error) {
+	observed := b.observesChanges()
 	for i := range items {
 		it := &items[i]
 		w := reqs[it.ev.RequestID]
 		ok, changed := Fold(w.rec, it.ev, b.apply)
 		if ok {
 			w.changed = w.changed || changed
+			if changed {
+				w.noteFolded(it.ev, observed)
+			}
 			continue
 		}
 		// The body was dropped when the event was accepted; the contract
@@ -412,11 +417,7 @@ func (b *batcher) commit(ctx context.Context, j *job) error {
 	b.agg.stats.events.Add(uint64(j.events))
 	if o := b.agg.cfg.Observer; o != nil {
 		o.BatchCommitted(j.events, time.Since(j.inHand))
-		if co, ok := o.(CostObserver); ok {
-			for _, w := range j.reqWritten {
-				reportCosts(co, w.before, costsOf(w.rec))
-			}
-		}
+		b.reportChanges(j)
 	}
 	return b.fault(FaultAfterCheckpoint)
 }
@@ -510,9 +511,9 @@ func (b *batcher) loadRequests(ctx context.Context, items []accepted) (map[strin
 		}
 		w := &reqWork{}
 		if p := b.inflightRequest(ev.RequestID); p != nil {
-			w.rec, w.prev = p.rec.clone(), p
+			w.rec, w.prev, w.was = p.rec.clone(), p, p.rec
 		} else if c, ok := b.cache.request(ev.RequestID); ok {
-			w.rec, w.rev = c.rec.clone(), c.rev
+			w.rec, w.rev, w.was = c.rec.clone(), c.rev, c.rec
 		} else {
 			w.rec = NewRequest(ev.RequestID, ev.SessionID)
 			if b.absentReq == nil || !b.absentReq.absent(ev.RequestID) {
@@ -523,9 +524,6 @@ func (b *batcher) loadRequests(ctx context.Context, items []accepted) (map[strin
 		order = append(order, ev.RequestID)
 	}
 	found, err := b.res.requests.getMany(ctx, missing)
-	if err == nil {
-		defer b.keepCosts(reqs)
-	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -540,19 +538,11 @@ func (b *batcher) loadRequests(ctx context.Context, items []accepted) (map[strin
 			return nil, nil, fmt.Errorf("%w: stored request %q is not readable: %v", ErrInvariant, key, err)
 		}
 		w.rec = &r
+		if b.observesChanges() {
+			w.was = r.clone()
+		}
 	}
 	return reqs, order, nil
-}
-
-// keepCosts keeps what each loaded record holds per model, for a
-// CostObserver.
-func (b *batcher) keepCosts(reqs map[string]*reqWork) {
-	if _, ok := b.agg.cfg.Observer.(CostObserver); !ok {
-		return
-	}
-	for _, w := range reqs {
-		w.before = costsOf(w.rec)
-	}
 }
 
 // loadSessions returns a working copy of the session of every request, and

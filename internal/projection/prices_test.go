@@ -3,7 +3,9 @@ package projection
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,7 +64,7 @@ func TestFallbackPricedPerAttempt(t *testing.T) {
 	e.loadPrices(priceFile("1", "2"))
 	ws := fallbackWires(t)
 	e.publish(ws...)
-	obs := &costRecorder{got: map[string]ModelCost{}}
+	obs := &changeRecorder{}
 	e.start(Config{Observer: obs, BatchSize: 1})
 	e.waitCheckpoint(e.lastSeq())
 	reqs, sess := e.ledger()
@@ -84,30 +86,50 @@ func TestFallbackPricedPerAttempt(t *testing.T) {
 	require.Equal(t, int64(340), s1.UnpricedBilledTokens)
 	require.Equal(t, int64(340), s1.UnpricedUsageTokens)
 
-	// The metrics' view: per provider and model, never per session.
+	// The metrics' view (ChangeObserver): each committed batch's records
+	// before and after, with the error kind of a failed attempt it added.
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	require.Equal(t, map[string]ModelCost{
-		"anthropic/model-a":        {Billed: 2_000_000},
-		"anthropic/model-b":        {Usage: 20_000_000, Billed: 20_000_000},
-		"anthropic/model-unpriced": {UnpricedUsage: 340, UnpricedBilled: 340},
+	require.Equal(t, []string{
+		"r1: [] -> [0:error:timeout]",
+		"r1: [0:error:] -> [0:error: 1:success:]",
+		"r2: [] -> [0:success:]",
 	}, obs.got)
 }
 
-// costRecorder is an Observer that sums what CostCommitted reports.
-type costRecorder struct {
+// changeRecorder is an Observer that writes down what RequestsCommitted
+// reports: each record's attempts before and after, with their outcome
+// and the error kind the change knows.
+type changeRecorder struct {
 	mu  sync.Mutex
-	got map[string]ModelCost
+	got []string
 }
 
-func (c *costRecorder) BatchCommitted(int, time.Duration) {}
-func (c *costRecorder) Rejected(string)                   {}
-func (c *costRecorder) CostCommitted(provider, model string, d ModelCost) {
+func (c *changeRecorder) BatchCommitted(int, time.Duration) {}
+func (c *changeRecorder) Rejected(string)                   {}
+func (c *changeRecorder) RequestsCommitted(cs Changes) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := provider + "/" + model
-	s := c.got[k]
-	c.got[k] = ModelCost{s.Usage + d.Usage, s.Billed + d.Billed, s.UnpricedUsage + d.UnpricedUsage, s.UnpricedBilled + d.UnpricedBilled}
+	for i := range cs.Len() {
+		ch := cs.At(i)
+		log := func(r *Request) string {
+			var parts []string
+			for j := range r.Log {
+				e := &r.Log[j]
+				k := ""
+				if r == ch.Now() {
+					k = string(ch.ErrorKind(e))
+				}
+				parts = append(parts, fmt.Sprintf("%d:%s:%s", e.Attempt, e.Outcome, k))
+			}
+			return "[" + strings.Join(parts, " ") + "]"
+		}
+		was := "[]"
+		if ch.Was() != nil {
+			was = log(ch.Was())
+		}
+		c.got = append(c.got, ch.Now().RequestID+": "+was+" -> "+log(ch.Now()))
+	}
 }
 
 // Two aggregators never price one ledger with two catalog versions: the
