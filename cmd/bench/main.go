@@ -13,6 +13,13 @@
 // `aggregator verify` command, with its own memory limit and defaults.
 // The gateway's parts (its overhead, the upload flood against its byte
 // budget) run the built cmd/gateway, or --gateway-bin, as a child process.
+//
+// The catch-up runs --rounds times with every feature on and without each
+// feature whose cost has a target (features.go: pricing; rollups once the
+// projection has them), interleaved, each into empty buckets of its own:
+// the verdicts use the median paired cost and say inconclusive when the
+// rounds disagree by more than the target. The aggregator and rebuild
+// children hold their leases with the production TTL (--lease-ttl).
 package main
 
 import (
