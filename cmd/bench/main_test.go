@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/bench"
+	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/projection"
 )
 
@@ -205,4 +209,37 @@ func TestWithoutFeatures(t *testing.T) {
 	require.NoError(t, withoutFeatures(&c, "pricing"))
 	assert.NotNil(t, c.Apply, "without pricing: the merge without the catalog")
 	require.ErrorContains(t, withoutFeatures(&c, "pricing,colour"), `unknown feature "colour"`)
+}
+
+// A run's set is deleted whole after the run, and nothing else: not the
+// live ledger the verify and rebuild children read afterwards, not the
+// set of another run whose name starts the same.
+func TestDeleteSet(t *testing.T) {
+	_, _, js := natstest.StartJS(t)
+	ctx := context.Background()
+	create := func(set string) {
+		n := projection.ScratchNames(set)
+		if set == "" {
+			n = projection.LiveNames()
+		}
+		for _, b := range []string{n.Requests, n.Sessions, n.State} {
+			_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b})
+			require.NoError(t, err)
+		}
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: n.Rejected, Subjects: []string{n.RejectedPrefix + ">"}})
+		require.NoError(t, err)
+	}
+	for _, set := range []string{"", "bench-1-all", "bench-1-all-x", "bench-11-all"} {
+		create(set)
+	}
+	require.NoError(t, deleteSet(ctx, js, "bench-1-all"))
+	var left []string
+	for name := range js.StreamNames(ctx).Name() {
+		left = append(left, name)
+	}
+	assert.ElementsMatch(t, []string{
+		"KV_ledger_requests", "KV_ledger_sessions", "KV_ledger_state", "LEDGER_REJECTED",
+		"KV_ledger_rebuild_bench-1-all-x_requests", "KV_ledger_rebuild_bench-1-all-x_sessions", "KV_ledger_rebuild_bench-1-all-x_state", "LEDGER_REBUILD_bench-1-all-x_REJECTED",
+		"KV_ledger_rebuild_bench-11-all_requests", "KV_ledger_rebuild_bench-11-all_sessions", "KV_ledger_rebuild_bench-11-all_state", "LEDGER_REBUILD_bench-11-all_REJECTED",
+	}, left)
 }
