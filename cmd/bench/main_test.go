@@ -208,6 +208,11 @@ func TestWithoutFeatures(t *testing.T) {
 	assert.Nil(t, c.Apply, "every feature on: the aggregator's own merge")
 	require.NoError(t, withoutFeatures(&c, "pricing"))
 	assert.NotNil(t, c.Apply, "without pricing: the merge without the catalog")
+	c = projection.Config{Names: projection.ScratchNames("bench-0-rollups")}
+	require.NotEmpty(t, c.Names.Rollups, "a run's set has every bucket the live ledger has")
+	require.NoError(t, withoutFeatures(&c, "rollups"))
+	assert.Empty(t, c.Names.Rollups, "without rollups: no rollups bucket")
+	assert.Nil(t, c.Apply, "pricing stays on")
 	require.ErrorContains(t, withoutFeatures(&c, "pricing,colour"), `unknown feature "colour"`)
 }
 
@@ -222,7 +227,7 @@ func TestDeleteSet(t *testing.T) {
 		if set == "" {
 			n = projection.LiveNames()
 		}
-		for _, b := range []string{n.Requests, n.Sessions, n.State} {
+		for _, b := range []string{n.Requests, n.Sessions, n.State, n.Rollups} {
 			_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b})
 			require.NoError(t, err)
 		}
@@ -238,8 +243,10 @@ func TestDeleteSet(t *testing.T) {
 		left = append(left, name)
 	}
 	assert.ElementsMatch(t, []string{
-		"KV_ledger_requests", "KV_ledger_sessions", "KV_ledger_state", "LEDGER_REJECTED",
-		"KV_ledger_rebuild_bench-1-all-x_requests", "KV_ledger_rebuild_bench-1-all-x_sessions", "KV_ledger_rebuild_bench-1-all-x_state", "LEDGER_REBUILD_bench-1-all-x_REJECTED",
-		"KV_ledger_rebuild_bench-11-all_requests", "KV_ledger_rebuild_bench-11-all_sessions", "KV_ledger_rebuild_bench-11-all_state", "LEDGER_REBUILD_bench-11-all_REJECTED",
+		"KV_ledger_requests", "KV_ledger_sessions", "KV_ledger_state", "KV_ledger_rollups", "LEDGER_REJECTED",
+		"KV_ledger_rebuild_bench-1-all-x_requests", "KV_ledger_rebuild_bench-1-all-x_sessions", "KV_ledger_rebuild_bench-1-all-x_state",
+		"KV_ledger_rebuild_bench-1-all-x_rollups", "LEDGER_REBUILD_bench-1-all-x_REJECTED",
+		"KV_ledger_rebuild_bench-11-all_requests", "KV_ledger_rebuild_bench-11-all_sessions", "KV_ledger_rebuild_bench-11-all_state",
+		"KV_ledger_rebuild_bench-11-all_rollups", "LEDGER_REBUILD_bench-11-all_REJECTED",
 	}, left)
 }
