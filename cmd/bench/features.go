@@ -223,7 +223,7 @@ func printFeatures(out io.Writer, ws []workloadResult) {
 			}
 			fmt.Fprintf(tw, "median\t%.0f\t%.0f\t%.1f%%\t\n", f.WithMedian, f.WithoutMedian, 100*f.Cost)
 			tw.Flush()
-			fmt.Fprintf(out, "spread of the paired costs: %.1f%%\n\n", 100*f.Spread)
+			fmt.Fprintf(out, "cost: 1 - with/without within a round; its median is of those paired costs, not of the median rates; spread of the paired costs: %.1f%%\n\n", 100*f.Spread)
 		}
 	}
 }
