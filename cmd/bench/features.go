@@ -59,14 +59,22 @@ func withoutFeatures(c *projection.Config, list string) error {
 // one off.
 type variant struct{ without string }
 
-// roundOrder is the order of the catch-ups of round r: every feature on,
-// then without each feature; reversed every other round (A B, B A, A B),
-// so that a drift of the machine's load during the rounds does not favour
-// one side.
+// roundOrder is the order of the catch-ups of round r: the run with every
+// feature on amid those without each feature (with one feature: with,
+// without; with two: without the first, with, without the second), so
+// that each run without is next to the run with it is paired with; and
+// reversed every other round (A B, B A, A B), so that a drift of the
+// machine's load during the rounds does not favour one side.
 func roundOrder(fs []feature, r int) []variant {
-	vs := []variant{{}}
-	for _, f := range fs {
+	var vs []variant
+	for i, f := range fs {
+		if i == len(fs)/2 {
+			vs = append(vs, variant{})
+		}
 		vs = append(vs, variant{without: f.Name})
+	}
+	if len(fs) == 0 {
+		vs = append(vs, variant{})
 	}
 	if r%2 == 1 {
 		slices.Reverse(vs)

@@ -192,14 +192,19 @@ func TestFeatureVerdict(t *testing.T) {
 	}
 }
 
-// The rounds interleave: every variant once a round, the order reversed
-// every other round, so a load that grows or fades during the rounds
-// weighs on both sides alike.
+// The rounds interleave: every variant once a round, the run with every
+// feature next to each run without one, the order reversed every other
+// round, so a load that grows or fades during the rounds weighs on both
+// sides alike.
 func TestRoundOrder(t *testing.T) {
-	fs := []feature{{Name: "pricing"}, {Name: "rollups"}}
-	assert.Equal(t, []variant{{}, {"pricing"}, {"rollups"}}, roundOrder(fs, 0))
-	assert.Equal(t, []variant{{"rollups"}, {"pricing"}, {}}, roundOrder(fs, 1))
-	assert.Equal(t, roundOrder(fs, 0), roundOrder(fs, 2))
+	one := []feature{{Name: "pricing"}}
+	assert.Equal(t, []variant{{}, {"pricing"}}, roundOrder(one, 0))
+	assert.Equal(t, []variant{{"pricing"}, {}}, roundOrder(one, 1))
+	assert.Equal(t, roundOrder(one, 0), roundOrder(one, 2))
+	two := []feature{{Name: "pricing"}, {Name: "rollups"}}
+	assert.Equal(t, []variant{{"pricing"}, {}, {"rollups"}}, roundOrder(two, 0))
+	assert.Equal(t, []variant{{"rollups"}, {}, {"pricing"}}, roundOrder(two, 1))
+	assert.Equal(t, []variant{{}}, roundOrder(nil, 0))
 }
 
 func TestWithoutFeatures(t *testing.T) {
