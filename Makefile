@@ -78,9 +78,14 @@ fuzz:
 # measures another build of the gateway. Each workload is also published
 # and caught up on a server with sync_interval always (the durable
 # default) to compare with the old default (fsync every 2 minutes) in the
-# same run: BENCH_DURABLE=false skips it. Go benchmarks: make gobench.
+# same run: BENCH_DURABLE=false skips it. The costs of pricing (at most 5 %
+# of the catch-up rate) and of rollups (10 %) compare the catch-up with
+# and without each, interleaved over BENCH_ROUNDS rounds (default 3): the
+# verdict is the median paired cost, inconclusive when the rounds disagree
+# by more than the target. BENCH_LEASE_TTL sets the children's lease TTL
+# (default: the production 10 s). Go benchmarks: make gobench.
 bench:
-	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) BENCH_FLEET=$(BENCH_FLEET) BENCH_UPLOAD=$(BENCH_UPLOAD) BENCH_GATEWAY_BIN=$(BENCH_GATEWAY_BIN) BENCH_DURABLE=$(BENCH_DURABLE) $(GO) run ./cmd/bench
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) BENCH_FLEET=$(BENCH_FLEET) BENCH_UPLOAD=$(BENCH_UPLOAD) BENCH_GATEWAY_BIN=$(BENCH_GATEWAY_BIN) BENCH_DURABLE=$(BENCH_DURABLE) BENCH_ROUNDS=$(BENCH_ROUNDS) BENCH_LEASE_TTL=$(BENCH_LEASE_TTL) $(GO) run ./cmd/bench
 
 clean:
 	rm -rf $(BIN) data

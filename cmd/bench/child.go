@@ -23,13 +23,12 @@ import (
 
 // The hidden subcommands run in child processes.
 const (
+	// childAggregate is the aggregator's catch-up into empty buckets: the
+	// live ones, or with --set a set of its own; --without turns features
+	// off (features.go).
 	childAggregate = "aggregate"
-	// childAggregateUnpriced is the aggregator without pricing (every
-	// attempt unpriced, no catalog lookup), into buckets of its own, run
-	// before childAggregate on the same stream: the cost of pricing.
-	childAggregateUnpriced = "aggregate-unpriced"
-	childRaw               = "raw"
-	childRebuild           = "rebuild" // after verify
+	childRaw       = "raw"
+	childRebuild   = "rebuild" // after verify
 )
 
 // childResult is what a child prints on stdout, as JSON.
@@ -52,7 +51,17 @@ func runChild(kind string, args []string) error {
 	last := fs.Uint64("last", 0, "last stream sequence to wait for")
 	batch := fs.Int("batch", 0, "aggregator BatchSize")
 	profile := fs.String("profile", "", "path prefix of the CPU and heap profiles")
+	leaseTTL := fs.Duration("lease-ttl", 0, "lease TTL (0: the production default)")
+	set := fs.String("set", "", "aggregate into this set of buckets (projection.ScratchNames) instead of the live ones")
+	without := fs.String("without", "", "comma-separated features to turn off")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pcfg := projection.Config{BatchSize: *batch, LeaseTTL: *leaseTTL}
+	if *set != "" {
+		pcfg.Names = projection.ScratchNames(*set)
+	}
+	if err := withoutFeatures(&pcfg, *without); err != nil {
 		return err
 	}
 	if *url == "" || *last == 0 {
@@ -85,12 +94,10 @@ func runChild(kind string, args []string) error {
 	case childRaw:
 		res, err = rawConsume(ctx, js, *last)
 	case childRebuild:
-		res, err = rebuild(ctx, js, *last, *batch)
-	case childAggregateUnpriced:
-		res, err = aggregateWith(ctx, js, *last, projection.Config{JS: js, BatchSize: *batch, LeaseTTL: time.Second,
-			Names: unpricedNames, Apply: (*projection.Request).Apply})
+		res, err = rebuild(ctx, js, *last, *batch, *leaseTTL)
 	default:
-		res, err = aggregate(ctx, js, *last, *batch)
+		pcfg.JS = js
+		res, err = aggregate(ctx, js, *last, pcfg)
 	}
 	stopSampler()
 	if err != nil {
@@ -148,16 +155,6 @@ func rawConsume(ctx context.Context, js jetstream.JetStream, last uint64) (child
 	return childResult{Events: got, Seconds: elapsed.Seconds(), Rate: float64(got) / elapsed.Seconds()}, nil
 }
 
-// unpricedNames are the buckets of childAggregateUnpriced.
-var unpricedNames = projection.Names{Requests: "bench_unpriced_requests", Sessions: "bench_unpriced_sessions",
-	State: "bench_unpriced_state", Rejected: "BENCH_UNPRICED_REJECTED", RejectedPrefix: "bench.unpriced.rejected."}
-
-// aggregate runs the aggregator, pricing every attempt as it ships, into
-// empty buckets until its checkpoint reaches last.
-func aggregate(ctx context.Context, js jetstream.JetStream, last uint64, batch int) (childResult, error) {
-	return aggregateWith(ctx, js, last, projection.Config{JS: js, BatchSize: batch, LeaseTTL: time.Second})
-}
-
 // readCheckpointOf reads the checkpoint sequence in a state bucket, as
 // projection.ReadCheckpoint does for the live one.
 func readCheckpointOf(ctx context.Context, js jetstream.JetStream, state string) (uint64, error) {
@@ -179,9 +176,10 @@ func readCheckpointOf(ctx context.Context, js jetstream.JetStream, state string)
 	return cp.Seq, err
 }
 
-// aggregateWith runs the aggregator configured by cfg into empty buckets
-// until its checkpoint reaches last.
-func aggregateWith(ctx context.Context, js jetstream.JetStream, last uint64, cfg projection.Config) (childResult, error) {
+// aggregate runs the aggregator configured by cfg (as it ships, but for
+// the features turned off) into empty buckets until its checkpoint
+// reaches last.
+func aggregate(ctx context.Context, js jetstream.JetStream, last uint64, cfg projection.Config) (childResult, error) {
 	projection.LimitMemory() // as the aggregator command does
 	start := time.Now()
 	agg, err := projection.New(cfg)
@@ -219,11 +217,11 @@ func aggregateWith(ctx context.Context, js jetstream.JetStream, last uint64, cfg
 // (no live aggregator runs, so the switch starts at once). Rate is of the
 // projection into the scratch buckets, the part that grows with the
 // stream; TotalSeconds includes the switch, which grows with the keys.
-func rebuild(ctx context.Context, js jetstream.JetStream, last uint64, batch int) (childResult, error) {
+func rebuild(ctx context.Context, js jetstream.JetStream, last uint64, batch int, leaseTTL time.Duration) (childResult, error) {
 	projection.LimitMemory() // as the aggregator command does
 	start := time.Now()
 	var projected time.Duration
-	err := projection.Rebuild(ctx, projection.RebuildConfig{JS: js, BatchSize: batch, LeaseTTL: time.Second,
+	err := projection.Rebuild(ctx, projection.RebuildConfig{JS: js, BatchSize: batch, LeaseTTL: leaseTTL,
 		Progress: func(phase string, applied, total uint64) {
 			if phase == "project" && total > 0 && applied >= total && projected == 0 {
 				projected = time.Since(start)

@@ -189,24 +189,24 @@ func evaluateFleet(r *fleetResult) []check {
 		if off.Summary.RateLimited > 0 {
 			drop = 1 - float64(on.Summary.RateLimited)/float64(off.Summary.RateLimited)
 		}
-		cs = append(cs, check{fmt.Sprintf("fleet tier: 429s fall by >= %.0f %% with fleet limits on", 100*target429Drop),
-			fmt.Sprintf("%d -> %d (%.1f %%)", off.Summary.RateLimited, on.Summary.RateLimited, 100*drop), drop >= target429Drop})
+		cs = append(cs, newCheck(fmt.Sprintf("fleet tier: 429s fall by >= %.0f %% with fleet limits on", 100*target429Drop),
+			fmt.Sprintf("%d -> %d (%.1f %%)", off.Summary.RateLimited, on.Summary.RateLimited, 100*drop), drop >= target429Drop))
 	}
 	if none := r.run("tier", "none"); none != nil && on != nil {
 		same := none.Summary.Fleet.CallsFailed == 0 && on.Summary.Fleet.CallsFailed == 0
 		ratio := on.Summary.WallSeconds / none.Summary.WallSeconds
-		cs = append(cs, check{fmt.Sprintf("fleet tier: wall time for the same calls, all done (on / none: no guards, retrying each 429) <= %.1f", targetWallRatio),
+		cs = append(cs, newCheck(fmt.Sprintf("fleet tier: wall time for the same calls, all done (on / none: no guards, retrying each 429) <= %.1f", targetWallRatio),
 			fmt.Sprintf("%.2fs / %.2fs = %.2f (429s %d / %d; calls failed %d / %d)", on.Summary.WallSeconds, none.Summary.WallSeconds, ratio,
 				on.Summary.RateLimited, none.Summary.RateLimited, on.Summary.Fleet.CallsFailed, none.Summary.Fleet.CallsFailed),
-			same && ratio <= targetWallRatio})
+			same && ratio <= targetWallRatio))
 	}
 	off, on = r.run("outage", "off"), r.run("outage", "on")
 	if off != nil && on != nil {
 		probes := int64(math.Ceil(fleetOutage.Seconds() / fleetCooldown.Seconds()))
 		want := int64(fleetThreshold) + probes
-		cs = append(cs, check{fmt.Sprintf("fleet outage: attempts reaching the provider with fleet limits on <= threshold + one probe per cooldown (%d + %d)", fleetThreshold, probes),
+		cs = append(cs, newCheck(fmt.Sprintf("fleet outage: attempts reaching the provider with fleet limits on <= threshold + one probe per cooldown (%d + %d)", fleetThreshold, probes),
 			fmt.Sprintf("%d (off: %d; %d processes x (threshold + probes) = %d)", on.Summary.OutageAttempts, off.Summary.OutageAttempts, fleetProcesses, fleetProcesses*want),
-			on.Summary.OutageAttempts <= want})
+			on.Summary.OutageAttempts <= want))
 	}
 	return append(cs, evaluateFleetCases(r.Cases)...)
 }

@@ -197,24 +197,24 @@ func evaluateFleetCases(runs []fleetCaseRun) []check {
 		c := byName[r.Case]
 		s := r.Summary
 		label := fmt.Sprintf("fleet case %s run %d", r.Case, r.Run)
-		cs = append(cs, check{label + ": no call failed (budget, breaker or any)",
-			fmt.Sprintf("%d failed, %d circuit_open", s.Fleet.CallsFailed, s.Fleet.Outcomes["circuit_open"]), s.Fleet.CallsFailed == 0})
+		cs = append(cs, newCheck(label+": no call failed (budget, breaker or any)",
+			fmt.Sprintf("%d failed, %d circuit_open", s.Fleet.CallsFailed, s.Fleet.Outcomes["circuit_open"]), s.Fleet.CallsFailed == 0))
 		if r.Before != nil {
-			cs = append(cs, check{label + ": the healthy run after a mid-outage run has 0 circuit_open",
+			cs = append(cs, newCheck(label+": the healthy run after a mid-outage run has 0 circuit_open",
 				fmt.Sprintf("%d (the mid-outage run: %d)", s.Fleet.Outcomes["circuit_open"], r.Before.Fleet.Outcomes["circuit_open"]),
-				s.Fleet.Outcomes["circuit_open"] == 0})
+				s.Fleet.Outcomes["circuit_open"] == 0))
 		}
 		none := caseReference(runs, c, r.Run)
 		if none == nil {
 			continue
 		}
 		n := none.Summary
-		cs = append(cs, check{fmt.Sprintf("%s: 429s <= %.0f %% of none's", label, 100*targetCase429Share),
-			fmt.Sprintf("%d / %d", s.RateLimited, n.RateLimited), float64(s.RateLimited) <= targetCase429Share*float64(n.RateLimited)})
+		cs = append(cs, newCheck(fmt.Sprintf("%s: 429s <= %.0f %% of none's", label, 100*targetCase429Share),
+			fmt.Sprintf("%d / %d", s.RateLimited, n.RateLimited), float64(s.RateLimited) <= targetCase429Share*float64(n.RateLimited)))
 		ratio := s.WallSeconds / n.WallSeconds
-		cs = append(cs, check{fmt.Sprintf("%s: wall time <= %.1f x none's (the same calls, all done)", label, targetWallRatio),
+		cs = append(cs, newCheck(fmt.Sprintf("%s: wall time <= %.1f x none's (the same calls, all done)", label, targetWallRatio),
 			fmt.Sprintf("%.2fs / %.2fs = %.2f (none failed %d)", s.WallSeconds, n.WallSeconds, ratio, n.Fleet.CallsFailed),
-			n.Fleet.CallsFailed == 0 && ratio <= targetWallRatio})
+			n.Fleet.CallsFailed == 0 && ratio <= targetWallRatio))
 	}
 	return cs
 }

@@ -539,8 +539,8 @@ func evaluateGateway(g *gatewayResult) []check {
 	}
 	p99 := g.Latency.OverheadP99Ms
 	return []check{
-		{fmt.Sprintf("gateway: p99 overhead at %d req/s < %s", gatewayRate, targetGatewayP99Overhead), fmt.Sprintf("%.3f ms", p99), p99 < float64(targetGatewayP99Overhead)/float64(time.Millisecond)},
-		{fmt.Sprintf("gateway: >= %d req/s at saturation", targetGatewayRPS), fmt.Sprintf("%.0f", g.Saturation.GatewayRPS), g.Saturation.GatewayRPS >= targetGatewayRPS},
+		newCheck(fmt.Sprintf("gateway: p99 overhead at %d req/s < %s", gatewayRate, targetGatewayP99Overhead), fmt.Sprintf("%.3f ms", p99), p99 < float64(targetGatewayP99Overhead)/float64(time.Millisecond)),
+		newCheck(fmt.Sprintf("gateway: >= %d req/s at saturation", targetGatewayRPS), fmt.Sprintf("%.0f", g.Saturation.GatewayRPS), g.Saturation.GatewayRPS >= targetGatewayRPS),
 	}
 }
 

@@ -13,6 +13,13 @@
 // `aggregator verify` command, with its own memory limit and defaults.
 // The gateway's parts (its overhead, the upload flood against its byte
 // budget) run the built cmd/gateway, or --gateway-bin, as a child process.
+//
+// The catch-up runs --rounds times with every feature on and without each
+// feature whose cost has a target (features.go: pricing; rollups once the
+// projection has them), interleaved, each into empty buckets of its own:
+// the verdicts use the median paired cost and say inconclusive when the
+// rounds disagree by more than the target. The aggregator and rebuild
+// children hold their leases with the production TTL (--lease-ttl).
 package main
 
 import (
@@ -24,12 +31,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case childAggregate, childAggregateUnpriced, childRaw, childRebuild:
+		case childAggregate, childRaw, childRebuild:
 			if err := runChild(os.Args[1], os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "bench:", err)
 				os.Exit(1)
@@ -79,7 +87,18 @@ type config struct {
 	// server with sync_interval always, the durable default, to compare
 	// with the old default in the same run.
 	Durable bool `json:"durable"`
+	// Rounds is how many times the catch-up runs with every feature and
+	// without each one (features.go), interleaved.
+	Rounds int `json:"rounds"`
+	// LeaseTTL is the TTL of the leases of the aggregator and rebuild
+	// children; 0 is the production default (projection's, 10 s, as
+	// `aggregator run --lease-ttl`). A short TTL measures nothing more and
+	// is lost under load: renewals queue behind the batches' writes.
+	LeaseTTL time.Duration `json:"lease_ttl,omitempty"`
 }
+
+// defaultRounds is --rounds's default.
+const defaultRounds = 3
 
 // The values of --fleet and --gateway (BENCH_FLEET, BENCH_GATEWAY).
 const (
@@ -99,7 +118,7 @@ func (c *config) runs(v string) bool { return v == partOnly || v == partOn && !c
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	cfg := config{Scale: 1, Seed: 1, Fleet: partOn, Gateway: partOn, Upload: partOn, Durable: true}
+	cfg := config{Scale: 1, Seed: 1, Fleet: partOn, Gateway: partOn, Upload: partOn, Durable: true, Rounds: defaultRounds}
 	if v := os.Getenv("BENCH_SCALE"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 {
@@ -135,6 +154,20 @@ func parseFlags(args []string) (config, error) {
 		}
 		cfg.Durable = b
 	}
+	if v := os.Getenv("BENCH_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("BENCH_ROUNDS %q must be a positive integer", v)
+		}
+		cfg.Rounds = n
+	}
+	if v := os.Getenv("BENCH_LEASE_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return cfg, fmt.Errorf("BENCH_LEASE_TTL %q must be a duration such as 10s", v)
+		}
+		cfg.LeaseTTL = d
+	}
 	fs.Float64Var(&cfg.Scale, "scale", cfg.Scale, "multiplies every workload's sizes (env BENCH_SCALE)")
 	fs.IntVar(&cfg.Events, "events", cfg.Events, "events per workload, overriding the scaled count; sessions and requests scale with it (env BENCH_EVENTS)")
 	fs.StringVar(&workloads, "workloads", workloads, "comma-separated workloads to run: a, b, c (env BENCH_WORKLOADS)")
@@ -148,8 +181,16 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.Gateway, "gateway", cfg.Gateway, "the gateway's overhead against the fake provider called directly: on (with the rest), off, or only (env BENCH_GATEWAY)")
 	fs.StringVar(&cfg.Upload, "upload", cfg.Upload, "the upload flood against the gateway's byte budget, peak RSS: on (with the rest), off, or only (env BENCH_UPLOAD)")
 	fs.StringVar(&cfg.GatewayBin, "gateway-bin", cfg.GatewayBin, "the gateway command the gateway's parts run (default: build cmd/gateway; env BENCH_GATEWAY_BIN)")
+	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds of the with/without catch-up comparisons (pricing, rollups): each round runs the catch-up with every feature and without each one, the order reversed every other round; the verdicts use the medians (env BENCH_ROUNDS)")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "lease TTL of the aggregator and rebuild children, at least 1s; 0: the production default, 10s (env BENCH_LEASE_TTL)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
+	}
+	if cfg.Rounds < 1 {
+		return cfg, fmt.Errorf("--rounds %d must be at least 1", cfg.Rounds)
+	}
+	if cfg.LeaseTTL != 0 && cfg.LeaseTTL < time.Second {
+		return cfg, fmt.Errorf("--lease-ttl %s must be 0 (the production default) or at least 1s: a shorter lease is lost under load and measures nothing more", cfg.LeaseTTL)
 	}
 	if cfg.Scale <= 0 {
 		return cfg, fmt.Errorf("--scale %v must be positive", cfg.Scale)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,9 +31,6 @@ const (
 	targetPeakRSSMiB   = 256
 	targetMiddlewareNs = 2000
 	targetAllocs       = 15
-	// targetPricingCost is the most of the aggregator's catch-up rate
-	// pricing may cost (issue 19).
-	targetPricingCost = 0.05
 )
 
 // childRun is a child's result plus what the parent measured of it.
@@ -49,14 +47,16 @@ type workloadResult struct {
 	PublishRate float64    `json:"publish_rate"`
 	PublishSecs float64    `json:"publish_seconds"`
 	Raw         childRun   `json:"raw_consume"`
-	Aggregator  childRun   `json:"aggregator"`
-	Ratio       float64    `json:"ratio"`
-	// AggregatorUnpriced is the aggregator's catch-up without pricing
-	// (run first, into buckets of its own, on the same stream);
-	// PricingCost is 1 - Aggregator.Rate / AggregatorUnpriced.Rate, the
-	// share of the catch-up rate pricing costs.
-	AggregatorUnpriced childRun `json:"aggregator_unpriced"`
-	PricingCost        float64  `json:"pricing_cost"`
+	// Aggregator is the catch-up that built the live ledger (the first
+	// with every feature on); CatchUpRate is the median rate of the
+	// catch-ups with every feature on over the rounds, the figure Ratio
+	// (CatchUpRate / Raw.Rate) and the comparisons use.
+	Aggregator  childRun `json:"aggregator"`
+	CatchUpRate float64  `json:"catch_up_rate"`
+	Ratio       float64  `json:"ratio"`
+	// Features compares the catch-up with and without each feature
+	// (features.go), over interleaved rounds on the same stream.
+	Features []featureResult `json:"features"`
 	// Verify is the aggregator verify command of the ledger the aggregator
 	// built, as it ships; Rebuild is aggregator rebuild of it (Rate: the
 	// projection phase). VerifyVsAggregator is verify's rate over the
@@ -296,23 +296,17 @@ func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResu
 	if w.Raw, err = runChildProcess(ctx, cfg, spec.Name, childRaw, url, last); err != nil {
 		return w, err
 	}
-	if w.AggregatorUnpriced, err = runChildProcess(ctx, cfg, spec.Name, childAggregateUnpriced, url, last); err != nil {
+	if w.Aggregator, w.CatchUpRate, w.Features, err = catchUps(ctx, cfg, b.js, spec.Name, url, last); err != nil {
 		return w, err
 	}
-	if w.Aggregator, err = runChildProcess(ctx, cfg, spec.Name, childAggregate, url, last); err != nil {
-		return w, err
-	}
-	w.PricingCost = 1 - w.Aggregator.Rate/w.AggregatorUnpriced.Rate
-	fmt.Fprintf(os.Stderr, "workload %s: aggregator catch-up %.0f ev/s priced, %.0f ev/s unpriced: pricing costs %.1f%%\n",
-		spec.Name, w.Aggregator.Rate, w.AggregatorUnpriced.Rate, 100*w.PricingCost)
 	if cfg.Durable {
 		if w.Durable, err = runDurable(ctx, cfg, spec); err != nil {
 			return w, fmt.Errorf("durable: %w", err)
 		}
-		w.Durable.CatchUpVsOld = w.Durable.Aggregator.Rate / w.Aggregator.Rate
+		w.Durable.CatchUpVsOld = w.Durable.Aggregator.Rate / w.CatchUpRate
 		w.Durable.PublishVsOld = w.Durable.PublishRate / w.PublishRate
 	}
-	w.Ratio = w.Aggregator.Rate / w.Raw.Rate
+	w.Ratio = w.CatchUpRate / w.Raw.Rate
 	if w.Verify, err = runVerifyCommand(ctx, cfg, url, last); err != nil {
 		return w, err
 	}
@@ -320,20 +314,22 @@ func runWorkload(ctx context.Context, cfg config, spec bench.Spec) (workloadResu
 		return w, err
 	}
 	w.VerifyRatio, w.RebuildRatio = w.Verify.Rate/w.Raw.Rate, w.Rebuild.Rate/w.Raw.Rate
-	w.VerifyVsAggregator = w.Verify.Rate / w.Aggregator.Rate
+	w.VerifyVsAggregator = w.Verify.Rate / w.CatchUpRate
 	return w, nil
 }
 
-// runChildProcess re-executes this binary with a hidden subcommand and
-// reads its JSON result and peak RSS.
-func runChildProcess(ctx context.Context, cfg config, workload, kind, url string, last uint64) (childRun, error) {
+// runChildProcess re-executes this binary with a hidden subcommand (and
+// extra, its flags) and reads its JSON result and peak RSS.
+func runChildProcess(ctx context.Context, cfg config, workload, kind, url string, last uint64, extra ...string) (childRun, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return childRun{}, err
 	}
-	args := []string{kind, "--nats-url", url, "--last", strconv.FormatUint(last, 10), "--batch", strconv.Itoa(cfg.Batch)}
+	args := []string{kind, "--nats-url", url, "--last", strconv.FormatUint(last, 10), "--batch", strconv.Itoa(cfg.Batch),
+		"--lease-ttl", cfg.LeaseTTL.String()}
+	args = append(args, extra...)
 	if cfg.Profile != "" {
-		prefix := filepath.Join(cfg.Profile, workload+"-"+kind)
+		prefix := filepath.Join(cfg.Profile, workload+"-"+kind+strings.ReplaceAll(strings.Join(append([]string{""}, extra...), "-"), "--", ""))
 		args = append(args, "--profile", prefix)
 		stop, err := startCPUProfile(prefix + "-server-cpu.pprof")
 		if err != nil {

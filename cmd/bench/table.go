@@ -11,6 +11,9 @@ type check struct {
 	Target string `json:"target"`
 	Got    string `json:"got"`
 	Pass   bool   `json:"pass"`
+	// Inconclusive: the measurements disagree too much to say (Pass is
+	// then false).
+	Inconclusive bool `json:"inconclusive,omitempty"`
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
@@ -18,25 +21,26 @@ func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 func evaluate(res results) []check {
 	var cs []check
 	for _, w := range res.Workloads {
-		cs = append(cs, check{fmt.Sprintf("workload %s: aggregator/raw >= %.1f", w.Spec.Name, targetRatio), fmt.Sprintf("%.2f", w.Ratio), w.Ratio >= targetRatio})
-		cs = append(cs, check{fmt.Sprintf("workload %s: rebuild/raw >= %.1f", w.Spec.Name, targetRatio), fmt.Sprintf("%.2f", w.RebuildRatio), w.RebuildRatio >= targetRatio})
-		cs = append(cs, check{fmt.Sprintf("workload %s: pricing costs <= %.0f%% of the catch-up rate", w.Spec.Name, 100*targetPricingCost),
-			fmt.Sprintf("%.1f%% (%.0f ev/s priced, %.0f unpriced)", 100*w.PricingCost, w.Aggregator.Rate, w.AggregatorUnpriced.Rate), w.PricingCost <= targetPricingCost})
-		cs = append(cs, check{fmt.Sprintf("workload %s: verify >= aggregator catch-up rate", w.Spec.Name), fmt.Sprintf("%.2fx", w.VerifyVsAggregator), w.VerifyVsAggregator >= 1})
+		cs = append(cs, check{Target: fmt.Sprintf("workload %s: aggregator/raw >= %.1f", w.Spec.Name, targetRatio), Got: fmt.Sprintf("%.2f", w.Ratio), Pass: w.Ratio >= targetRatio})
+		cs = append(cs, newCheck(fmt.Sprintf("workload %s: rebuild/raw >= %.1f", w.Spec.Name, targetRatio), fmt.Sprintf("%.2f", w.RebuildRatio), w.RebuildRatio >= targetRatio))
+		for _, f := range w.Features {
+			cs = append(cs, f.check(w.Spec.Name))
+		}
+		cs = append(cs, newCheck(fmt.Sprintf("workload %s: verify >= aggregator catch-up rate", w.Spec.Name), fmt.Sprintf("%.2fx", w.VerifyVsAggregator), w.VerifyVsAggregator >= 1))
 		vrss := mib(w.Verify.PeakRSSBytes)
-		cs = append(cs, check{fmt.Sprintf("workload %s: verify peak RSS < %d MiB", w.Spec.Name, targetPeakRSSMiB), fmt.Sprintf("%.0f MiB", vrss), vrss < targetPeakRSSMiB})
-		cs = append(cs, check{fmt.Sprintf("workload %s: publish >= %d ev/s", w.Spec.Name, targetPublishRate), fmt.Sprintf("%.0f", w.PublishRate), w.PublishRate >= targetPublishRate})
+		cs = append(cs, newCheck(fmt.Sprintf("workload %s: verify peak RSS < %d MiB", w.Spec.Name, targetPeakRSSMiB), fmt.Sprintf("%.0f MiB", vrss), vrss < targetPeakRSSMiB))
+		cs = append(cs, newCheck(fmt.Sprintf("workload %s: publish >= %d ev/s", w.Spec.Name, targetPublishRate), fmt.Sprintf("%.0f", w.PublishRate), w.PublishRate >= targetPublishRate))
 		if w.Spec.Name == "c" {
 			rss := mib(w.Aggregator.PeakRSSBytes)
-			cs = append(cs, check{fmt.Sprintf("workload c: aggregator peak RSS < %d MiB", targetPeakRSSMiB), fmt.Sprintf("%.0f MiB", rss), rss < targetPeakRSSMiB})
+			cs = append(cs, newCheck(fmt.Sprintf("workload c: aggregator peak RSS < %d MiB", targetPeakRSSMiB), fmt.Sprintf("%.0f MiB", rss), rss < targetPeakRSSMiB))
 		}
 	}
 	for _, m := range res.Middleware {
 		if !m.Target {
 			continue
 		}
-		cs = append(cs, check{m.Name + fmt.Sprintf(": < %d ns/op", targetMiddlewareNs), fmt.Sprintf("%.0f", m.NsPerOp), m.NsPerOp < targetMiddlewareNs})
-		cs = append(cs, check{m.Name + fmt.Sprintf(": < %d allocs/op", targetAllocs), fmt.Sprintf("%d", m.AllocsPerOp), m.AllocsPerOp < targetAllocs})
+		cs = append(cs, newCheck(m.Name+fmt.Sprintf(": < %d ns/op", targetMiddlewareNs), fmt.Sprintf("%.0f", m.NsPerOp), m.NsPerOp < targetMiddlewareNs))
+		cs = append(cs, newCheck(m.Name+fmt.Sprintf(": < %d allocs/op", targetAllocs), fmt.Sprintf("%d", m.AllocsPerOp), m.AllocsPerOp < targetAllocs))
 	}
 	cs = append(cs, evaluateGateway(res.Gateway)...)
 	if res.Fleet != nil {
@@ -51,14 +55,16 @@ func printTable(out io.Writer, res results) {
 		mc.CPUs, mc.CPUModel, float64(mc.MemTotalBytes)/(1<<30), mc.GOOS, mc.GOARCH, mc.GoVersion, mc.NATSServer, mc.GitCommit, mc.GitDirty)
 	fmt.Fprintf(out, "raw consumer: %s\n\n", res.RawMethod)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tevents\tsessions\tpublish ev/s\traw ev/s\taggregator ev/s\tratio\trebuild ev/s\tratio\tverify ev/s\tratio\tverify/agg\tagg RSS MiB\tagg heap MiB\tverify RSS MiB\traw RSS MiB\t")
+	fmt.Fprintln(tw, "workload\tevents\tsessions\tpublish ev/s\traw ev/s\tcatch-up ev/s\tratio\trebuild ev/s\tratio\tverify ev/s\tratio\tverify/agg\tagg RSS MiB\tagg heap MiB\tverify RSS MiB\traw RSS MiB\t")
 	for _, w := range res.Workloads {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t%.0f\t%.2f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", w.Spec.Name, w.Events, w.Spec.Sessions,
-			w.PublishRate, w.Raw.Rate, w.Aggregator.Rate, w.Ratio, w.Rebuild.Rate, w.RebuildRatio, w.Verify.Rate, w.VerifyRatio, w.VerifyVsAggregator,
+			w.PublishRate, w.Raw.Rate, w.CatchUpRate, w.Ratio, w.Rebuild.Rate, w.RebuildRatio, w.Verify.Rate, w.VerifyRatio, w.VerifyVsAggregator,
 			mib(w.Aggregator.PeakRSSBytes), mib(w.Aggregator.HeapInusePeak), mib(w.Verify.PeakRSSBytes), mib(w.Raw.PeakRSSBytes))
 	}
 	tw.Flush()
+	fmt.Fprintln(out, "(catch-up: the median of the rounds with every feature on)")
 	fmt.Fprintln(out)
+	printFeatures(out, res.Workloads)
 	printDurable(out, res.Workloads)
 	for _, m := range res.Middleware {
 		note := ""
@@ -73,10 +79,13 @@ func printTable(out io.Writer, res results) {
 	}
 	for _, c := range res.Targets {
 		verdict := "FAIL"
-		if c.Pass {
+		switch {
+		case c.Inconclusive:
+			verdict = "inconclusive"
+		case c.Pass:
 			verdict = "pass"
 		}
-		fmt.Fprintf(out, "%-4s  %s: %s\n", verdict, c.Target, c.Got)
+		fmt.Fprintf(out, "%-12s  %s: %s\n", verdict, c.Target, c.Got)
 	}
 }
 
@@ -95,11 +104,16 @@ func printDurable(out io.Writer, ws []workloadResult) {
 			fmt.Fprintln(tw, "workload\tcatch-up ev/s 2m\tcatch-up ev/s always\tratio\tpublish ev/s 2m\tpublish ev/s always\tratio\t")
 			header = true
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.2f\t\n", w.Spec.Name, w.Aggregator.Rate, d.Aggregator.Rate, d.CatchUpVsOld,
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.2f\t\n", w.Spec.Name, w.CatchUpRate, d.Aggregator.Rate, d.CatchUpVsOld,
 			w.PublishRate, d.PublishRate, d.PublishVsOld)
 	}
 	tw.Flush()
 	if header {
 		fmt.Fprintln(out)
 	}
+}
+
+// newCheck is a target with a pass or fail verdict.
+func newCheck(target, got string, pass bool) check {
+	return check{Target: target, Got: got, Pass: pass}
 }

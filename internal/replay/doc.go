@@ -115,7 +115,16 @@
 // pending limit: what it asks bounds them (one message per subject of a
 // multi_last request, a batch of a next_by_subj one), so no answer is
 // dropped for want of room; a subscription that does drop one makes the
-// read fail at once (the answer is never asked again). The connection's
+// read fail at once (the answer is never asked again). Its consumers (the
+// stream, the buckets, the rejections) read through Consume, whose
+// handler waits for the reader: a slow or paused reader holds the next
+// pull back, and what has arrived queues in the subscription under the
+// client's limits (500,000 messages, 64 MiB), far above a pull and the
+// statuses that follow it. (Messages, used before, queued in a channel
+// exactly one pull long; the "409 Batch Completed" status that ends a pull
+// with a byte limit, and the rest of the previous pull when the next was
+// asked early, overflowed it whenever the reader paused: `make bench` on a
+// loaded machine failed so. See pull.go.) The connection's
 // slow-consumer reports are watched for the whole run (its error
 // callback and its last error): one during a verify makes it fail with
 // ErrSlowConsumer (exit 2, could not compare), whatever it compared. The

@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/agentledger/ledger/internal/projection"
 )
 
 // kvEntry is the current value of one key of a KV bucket.
@@ -47,13 +45,13 @@ func eachKV(ctx context.Context, js jetstream.JetStream, stream, prefix string, 
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", stream, err)
 	}
-	it, err := cons.Messages(projection.PullLimits(js.Conn().MaxPayload(), 1024))
+	it, err := readPull(cons, js.Conn().MaxPayload(), 1024)
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", stream, err)
 	}
-	defer it.Stop()
+	defer it.stop()
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		m, err := it.next(ctx)
 		if err != nil {
 			return fmt.Errorf("replay: reading %s: %w", stream, err)
 		}

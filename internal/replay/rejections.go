@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
-	"github.com/agentledger/ledger/internal/projection"
 )
 
 // rejection is one event the projection refuses: what LEDGER_REJECTED
@@ -83,13 +82,13 @@ func readRejected(ctx context.Context, stream jetstream.Stream, maxPayload int64
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", names.RejectedStream, err)
 	}
-	it, err := cons.Messages(projection.PullLimits(maxPayload, 256))
+	it, err := readPull(cons, maxPayload, 256)
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", names.RejectedStream, err)
 	}
-	defer it.Stop()
+	defer it.stop()
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		m, err := it.next(ctx)
 		if err != nil {
 			return fmt.Errorf("replay: reading %s: %w", names.RejectedStream, err)
 		}

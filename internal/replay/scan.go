@@ -59,14 +59,14 @@ func scan(ctx context.Context, stream jetstream.Stream, maxPayload int64, from, 
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", names.AttemptsStream, err)
 	}
-	it, err := cons.Messages(projection.PullLimits(maxPayload, 10_000))
+	it, err := readPull(cons, maxPayload, 10_000)
 	if err != nil {
 		return fmt.Errorf("replay: reading %s: %w", names.AttemptsStream, err)
 	}
-	defer it.Stop()
+	defer it.stop()
 	var seq uint64
 	for n := 0; seq < last; n++ {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		m, err := it.next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
