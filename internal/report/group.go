@@ -117,7 +117,8 @@ func (g *grouper) add(c *projection.Cell, session, request string, t projection.
 		*sum = sum.Add(t)
 		return
 	}
-	g.groups[k] = &t
+	first := t // allocated per group, not per call
+	g.groups[k] = &first
 }
 
 // result orders the groups and keeps the first Top.
