@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/breaker"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/guard"
@@ -233,6 +234,13 @@ func (c Config) withDefaults() (Config, error) {
 
 // sessionID is the ID of session i (from 0) of a run.
 func sessionID(runID string, i int) string { return fmt.Sprintf("%s-s%06d", runID, i+1) }
+
+// teams are the teams the simulated sessions belong to, in turn.
+var teams = [...]string{"search", "ads", "support"}
+
+// sessionLabels are the labels of every call of session i (from 0): its
+// team, so that the rollups and the report have a label to answer by.
+func sessionLabels(i int) api.Labels { return api.Labels{"team": teams[i%len(teams)]} }
 
 // requestID is the ID of call j (from 0) of session i (from 0) of a run.
 func requestID(runID string, i, j int) string { return fmt.Sprintf("%s-s%06d-c%05d", runID, i+1, j+1) }

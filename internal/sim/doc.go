@@ -9,6 +9,10 @@
 // (fakekit.Dialect.Sim, in each provider's folder): the simulator names
 // none.
 //
+// Every call of a session carries one label, its team (search, ads or
+// support, in turn), so that the rollups and `aggregator report --by
+// label:team` have a label to answer by.
+//
 // The result of a run is the fake provider's ground truth (what it billed,
 // per session and in total, and the usage of each logical call) next to the
 // fleet's own counts of what it sent: the ledger downstream must arrive at

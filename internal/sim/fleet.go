@@ -187,7 +187,8 @@ func (f *Fleet) session(ctx context.Context, mw *retry.Middleware, callers map[s
 		if ctx.Err() != nil {
 			return
 		}
-		call := retry.Call{SessionID: sid, RequestID: requestID(f.cfg.RunID, i, j), Provider: provider, Model: d.Sim.Model}
+		call := retry.Call{SessionID: sid, RequestID: requestID(f.cfg.RunID, i, j), Provider: provider, Model: d.Sim.Model,
+			Labels: sessionLabels(i)}
 		prompt := fmt.Sprintf("Simulated prompt %d of session %s.", j+1, sid)
 		_, err := retry.Do(ctx, mw, call, func(ctx context.Context, a retry.Attempt) (struct{}, retry.Report, error) {
 			rep, err := c.Call(ctx, prompt, a)
