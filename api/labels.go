@@ -2,7 +2,10 @@ package api
 
 import (
 	"fmt"
+	"maps"
+	"net/url"
 	"sort"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -28,7 +31,7 @@ const (
 
 // LabelError says which label breaks which rule.
 type LabelError struct {
-	Key  string // the offending key ("" when the rule is about the count)
+	Key  string // the offending key ("" when the rule is about the count or the syntax)
 	Rule string
 }
 
@@ -41,17 +44,13 @@ func (e *LabelError) Error() string {
 
 // Validate checks l against the contract's rules; the error is a
 // *LabelError naming the key and the rule. Keys are checked in sorted
-// order, so the error is the same whatever the map's order.
+// order, so the error is the same whatever the map's order. A nil or
+// empty l is valid (no labels).
 func (l Labels) Validate() error {
 	if len(l) > MaxLabels {
-		return &LabelError{Rule: fmt.Sprintf("at most %d pairs, got %d", MaxLabels, len(l))}
+		return &LabelError{Rule: fmt.Sprintf("must hold at most %d pairs, got %d", MaxLabels, len(l))}
 	}
-	keys := make([]string, 0, len(l))
-	for k := range l {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range l.Keys() {
 		if r := labelKeyRule(k); r != "" {
 			return &LabelError{Key: k, Rule: r}
 		}
@@ -62,9 +61,32 @@ func (l Labels) Validate() error {
 	return nil
 }
 
+// Keys returns l's keys, sorted.
+func (l Labels) Keys() []string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Merge returns l's pairs with over's on top (a key in both takes over's
+// value), as a new map; nil when both are empty. Neither is modified.
+// It does not validate: validate what it returns.
+func (l Labels) Merge(over Labels) Labels {
+	if len(l)+len(over) == 0 {
+		return nil
+	}
+	out := make(Labels, len(l)+len(over))
+	maps.Copy(out, l)
+	maps.Copy(out, over)
+	return out
+}
+
 func labelKeyRule(k string) string {
 	if k == "" || len(k) > MaxLabelKeyLength {
-		return fmt.Sprintf("key must be 1 to %d bytes", MaxLabelKeyLength)
+		return fmt.Sprintf("key must be 1 to %d bytes, got %d", MaxLabelKeyLength, len(k))
 	}
 	for i := 0; i < len(k); i++ {
 		c := k[i]
@@ -80,10 +102,10 @@ func labelKeyRule(k string) string {
 
 func labelValueRule(v string) string {
 	if v == "" || len(v) > MaxLabelValueLength {
-		return fmt.Sprintf("value must be 1 to %d bytes", MaxLabelValueLength)
+		return fmt.Sprintf("value must be 1 to %d bytes, got %d", MaxLabelValueLength, len(v))
 	}
 	if !utf8.ValidString(v) {
-		return "value must be UTF-8"
+		return "value must be valid UTF-8"
 	}
 	for _, r := range v {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
@@ -91,4 +113,74 @@ func labelValueRule(v string) string {
 		}
 	}
 	return ""
+}
+
+// ParseLabels reads labels written as text, the form of the gateway's
+// X-Ledger-Labels header and of the --labels flags:
+//
+//	team=search, user=u-42, note=caf%C3%A9%2C%20bar
+//
+// Pairs are separated by commas; each is key=value, with spaces and tabs
+// around pairs, keys and values ignored. A value is percent-encoded
+// (RFC 3986 %XX, the bytes of its UTF-8) wherever it holds a byte that
+// is not printable ASCII or one of ',', '=', '%' or a space at either
+// end: FormatLabels writes it so. "" (or only spaces) is no labels. A key
+// given twice, an empty pair, a pair without '=' or a bad %XX is refused;
+// so is what breaks the rules of Validate, which ParseLabels applies. The
+// error is a *LabelError naming the key (when there is one) and the rule.
+func ParseLabels(s string) (Labels, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	pairs := strings.Split(s, ",")
+	l := make(Labels, len(pairs))
+	for i, pair := range pairs {
+		pair = strings.Trim(pair, " \t")
+		k, v, ok := strings.Cut(pair, "=")
+		k, v = strings.Trim(k, " \t"), strings.Trim(v, " \t")
+		switch {
+		case pair == "":
+			return nil, &LabelError{Rule: fmt.Sprintf("pair %d is empty; write key=value pairs separated by commas", i+1)}
+		case !ok:
+			return nil, &LabelError{Rule: fmt.Sprintf("pair %d (%.64q) has no '='; write key=value pairs separated by commas", i+1, pair)}
+		}
+		if r := labelKeyRule(k); r != "" {
+			return nil, &LabelError{Key: k, Rule: r}
+		}
+		if _, dup := l[k]; dup {
+			return nil, &LabelError{Key: k, Rule: "key is given twice"}
+		}
+		dv, err := url.PathUnescape(v)
+		if err != nil {
+			return nil, &LabelError{Key: k, Rule: fmt.Sprintf("value %.64q has a bad percent escape; write %%XX with two hex digits, and %%25 for '%%'", v)}
+		}
+		l[k] = dv
+	}
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// FormatLabels writes l in the form ParseLabels reads, keys sorted:
+// "team=search,user=u-42". Values are percent-encoded where they must be.
+func FormatLabels(l Labels) string {
+	var b strings.Builder
+	for i, k := range l.Keys() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		v := l[k]
+		for j := 0; j < len(v); j++ {
+			c := v[j]
+			if c <= ' ' && (j == 0 || j == len(v)-1) || c < ' ' || c >= 0x7f || c == ',' || c == '=' || c == '%' {
+				fmt.Fprintf(&b, "%%%02X", c)
+				continue
+			}
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

@@ -8,19 +8,22 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/api"
 )
 
 // Events written before issue 19 (no reasoning_tokens,
 // cache_creation_1h_input_tokens, service_tier or estimated_input_tokens)
-// stay valid: they decode to zero subsets, an unknown tier and no
-// estimate, and Marshal writes them back byte for byte as the older code
-// did, so a ledger rebuilt from an old stream is the ledger it was.
+// and before issue 20 (no labels) stay valid: they decode to zero subsets,
+// an unknown tier, no estimate and no labels, and Marshal writes them back
+// byte for byte as the older code did, so a ledger rebuilt from an old
+// stream is the ledger it was.
 func TestEventsBeforeIssue19StayValid(t *testing.T) {
 	for _, file := range []string{"valid_success.json", "valid_error.json"} {
 		t.Run(file, func(t *testing.T) {
 			old, err := os.ReadFile("testdata/" + file)
 			require.NoError(t, err)
-			for _, name := range []string{"reasoning_tokens", "cache_creation_1h_input_tokens", "service_tier", "estimated_input_tokens"} {
+			for _, name := range []string{"reasoning_tokens", "cache_creation_1h_input_tokens", "service_tier", "estimated_input_tokens", "labels"} {
 				require.NotContains(t, string(old), name, "the fixture is an event of the older contract")
 			}
 			a, err := Decode(old)
@@ -29,6 +32,7 @@ func TestEventsBeforeIssue19StayValid(t *testing.T) {
 			require.Zero(t, a.Usage.CacheCreation1hInputTokens)
 			require.Empty(t, a.ServiceTier)
 			require.Zero(t, a.EstimatedInputTokens)
+			require.Nil(t, a.Labels)
 
 			var compact bytes.Buffer
 			require.NoError(t, json.Compact(&compact, old))
@@ -47,10 +51,11 @@ func TestNewFieldsRoundTrip(t *testing.T) {
 	a.Usage.ReasoningTokens = 40
 	a.ServiceTier = "priority"
 	a.EstimatedInputTokens = 1234
+	a.Labels = api.Labels{"team": "search", "user": "u-42"}
 	require.NoError(t, a.Validate())
 	data, err := Marshal(&a)
 	require.NoError(t, err)
-	for _, member := range []string{`"cache_creation_1h_input_tokens":200`, `"reasoning_tokens":40`, `"service_tier":"priority"`, `"estimated_input_tokens":1234`} {
+	for _, member := range []string{`"cache_creation_1h_input_tokens":200`, `"reasoning_tokens":40`, `"service_tier":"priority"`, `"estimated_input_tokens":1234`, `"labels":{"team":"search","user":"u-42"}`} {
 		require.Contains(t, string(data), member)
 	}
 	ref, err := refMarshal(&a)

@@ -4,13 +4,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/agentledger/ledger/api"
 )
 
 // Decode parses an attempt event of any version this package knows and
@@ -465,6 +469,10 @@ func (b *eventBody) attemptV1() (*Attempt, *FieldError) {
 	if err != nil {
 		return nil, err
 	}
+	labels, err := b.labels(t[fLabels])
+	if err != nil {
+		return nil, err
+	}
 
 	// Every member is read. The attempt (with its error) is one
 	// allocation, and the strings it keeps are another.
@@ -483,6 +491,7 @@ func (b *eventBody) attemptV1() (*Attempt, *FieldError) {
 	a.Final = final
 	a.Usage = usage
 	a.EstimatedInputTokens = estimatedInput
+	a.Labels = labels
 	a.StartedAt = started
 	a.FinishedAt = finished
 	var keep keptStrings
@@ -506,13 +515,96 @@ func (b *eventBody) attemptV1() (*Attempt, *FieldError) {
 	return a, nil
 }
 
+// labels reads the labels member. Missing, null or {} is no labels (nil);
+// else it must be an object whose values are strings. A key given twice
+// counts once, with its last value (as the body's members do). Keys are
+// decoded as encoding/json decodes them (an invalid byte or a lone
+// surrogate becomes U+FFFD, which the key grammar then refuses); values
+// must be valid UTF-8. Values are checked in key order, so the error does
+// not depend on the order of the members. The rules of the pairs (count,
+// key grammar, lengths, control characters) are Validate's.
+func (b *eventBody) labels(v lit) (api.Labels, *FieldError) {
+	if v.end == 0 {
+		return nil, nil
+	}
+	if v.kind != kindObject {
+		return nil, typeErr("labels", "object", v)
+	}
+	// The object's syntax is checked already: walk it without checks.
+	data := b.data[:v.end]
+	var vals map[string]lit
+	for i := skipWS(data, v.start+1); data[i] != '}'; {
+		end, flags := scanString(data, i)
+		key := b.labelKey(lit{start: i, end: end, kind: kindString, flags: flags})
+		i = skipWS(data, skipWS(data, end)+1) // past the ':'
+		var val lit
+		val.start = i
+		i, val.kind, val.flags = scanValue(data, i, 1)
+		val.end = i
+		if vals == nil {
+			vals = make(map[string]lit)
+		}
+		vals[key] = val
+		if i = skipWS(data, i); data[i] == ',' {
+			i = skipWS(data, i+1)
+		}
+	}
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	l := make(api.Labels, len(vals))
+	for _, k := range slices.Sorted(maps.Keys(vals)) {
+		val := vals[k]
+		if val.kind != kindString {
+			return nil, fieldErr(labelField(k), "must be a JSON string, got a JSON %s", kindNames[val.kind])
+		}
+		s, ok := b.text(val)
+		if !ok {
+			return nil, fieldErr(labelField(k), "must be valid UTF-8 (no invalid bytes, no lone surrogate escapes)")
+		}
+		l[k] = string(s)
+	}
+	return l, nil
+}
+
+// labelKey decodes the name of a member of labels, as encoding/json does.
+func (b *eventBody) labelKey(v lit) string {
+	if s, ok := b.text(v); ok {
+		return string(s)
+	}
+	var s string
+	_ = json.Unmarshal(b.data[v.start:v.end], &s) // rare: invalid UTF-8 becomes U+FFFD
+	return s
+}
+
+// labelField names a label in errors: labels["team"].
+func labelField(key string) string { return fmt.Sprintf("labels[%q]", clip(key)) }
+
+// labelsErr is the *FieldError of labels that break a rule of
+// api.Labels.Validate; it wraps the *api.LabelError.
+func labelsErr(err error) *FieldError {
+	var le *api.LabelError
+	if !errors.As(err, &le) {
+		return fieldErr("labels", "%s", err.Error()) // not reached: Validate returns a *LabelError
+	}
+	field := "labels"
+	if le.Key != "" {
+		field = labelField(le.Key)
+	}
+	return &FieldError{Field: field, Rule: le.Rule, Err: le}
+}
+
 // keptStrings copies the strings of one attempt out of the body into one
-// allocation.
+// allocation: at most maxKept of them (event_id, request_id, session_id,
+// provider, model, provider_request_id, service_tier, and an unknown
+// outcome, an unknown error kind and the error's message).
 type keptStrings struct {
 	n   int
-	dst [9]*string
-	src [9][]byte
+	dst [maxKept]*string
+	src [maxKept][]byte
 }
+
+const maxKept = 10
 
 // add asks for src to be copied to *dst.
 func (k *keptStrings) add(dst *string, src []byte) {
@@ -746,6 +838,9 @@ func (a *Attempt) Validate() error {
 	}
 	if a.EstimatedInputTokens < 0 || a.EstimatedInputTokens > MaxTokens {
 		return fieldErr("estimated_input_tokens", "must be an integer from 0 to %d, got %d", int64(MaxTokens), a.EstimatedInputTokens)
+	}
+	if err := a.Labels.Validate(); err != nil {
+		return labelsErr(err)
 	}
 	return nil
 }

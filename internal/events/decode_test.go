@@ -392,6 +392,11 @@ func TestDecode(t *testing.T) {
 		{name: "schema invalid UTF-8", mutate: set("schema", raw("\"ledger.attempt.v1\xff\"")), reason: ReasonUnknownSchema},
 		{name: "schema spelled Schema", mutate: all(del("schema"), set("Schema", SchemaV1)), reason: ReasonUnknownSchema},
 		body("empty object", `{}`, ReasonUnknownSchema),
+
+		// Every string the decoder keeps at once: an unknown outcome and an
+		// unknown error kind beside all the others (this panicked, the
+		// decoder keeping room for one string less).
+		invalidErr("unknown outcome and unknown error kind", all(set("outcome", "x"), set("error.kind", "y"), set("service_tier", "flex")), "outcome"),
 	}
 	cases = append(cases, idCases("request_id")...)
 	cases = append(cases, idCases("session_id")...)

@@ -1,9 +1,12 @@
 package events
 
 import (
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentledger/ledger/api"
 )
 
 // TimeLayout is how the contract writes times: RFC 3339 in UTC with
@@ -85,11 +88,14 @@ func appendDigits(b []byte, n, width int) []byte {
 // The bytes are exactly those encoding/json writes for the v1 layout
 // (members in the contract's order, no spaces, strings escaped the way
 // json.Marshal escapes them, error, an empty provider_request_id or
-// service_tier, a zero estimated_input_tokens and zero usage subsets
-// omitted); the error is always nil.
+// service_tier, a zero estimated_input_tokens, empty labels and zero usage
+// subsets omitted; labels with their keys sorted); the error is always nil.
 func Marshal(a *Attempt) ([]byte, error) {
 	n := 400 + len(a.EventID) + len(a.RequestID) + len(a.SessionID) + len(a.Outcome) +
 		len(a.Provider) + len(a.Model) + len(a.ProviderRequestID) + len(a.ServiceTier)
+	for k, v := range a.Labels {
+		n += len(k) + len(v) + 6
+	}
 	if a.Error != nil {
 		n += 64 + len(a.Error.Kind) + len(a.Error.Message)
 	}
@@ -140,7 +146,32 @@ func Marshal(a *Attempt) ([]byte, error) {
 		b = append(b, `,"estimated_input_tokens":`...)
 		b = strconv.AppendInt(b, a.EstimatedInputTokens, 10)
 	}
+	if len(a.Labels) != 0 {
+		b = append(b, `,"labels":`...)
+		b = AppendLabels(b, a.Labels)
+	}
 	return append(b, '}'), nil
+}
+
+// AppendLabels appends l as the contract's JSON object, keys sorted and
+// strings escaped as json.Marshal writes a map[string]string.
+func AppendLabels(b []byte, l api.Labels) []byte {
+	var buf [api.MaxLabels]string
+	keys := buf[:0]
+	for k := range l {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendString(b, l[k])
+	}
+	return append(b, '}')
 }
 
 // jsonSafe marks the ASCII bytes that json.Marshal writes as they are: not

@@ -13,6 +13,8 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/api"
 )
 
 // requireSameDecode asserts that Decode and the reference decoder agree on
@@ -63,6 +65,7 @@ var seedPaths = []string{
 	"usage.cache_read_input_tokens", "usage.cache_creation_input_tokens", "usage.reasoning_tokens",
 	"error", "error.kind", "error.status", "error.retryable", "error.message", "error.provider_code",
 	"started_at", "finished_at", "provider_request_id", "trace_id", "Event_ID", "Schema", "Usage",
+	"labels", "labels.team", "labels.Team",
 }
 
 // seedLiterals are the values the seeds put there: every JSON kind, the
@@ -99,6 +102,9 @@ var seedLiterals = []string{
 	`"0000-01-01T00:30:00+01:00"`, `"2026-03-14T11:27:06.271828182+02:00"`, `"2026-03-14T02:27:14.000000001-07:00"`,
 	`"2026-03-14T09:27:06+00:00"`, `"\u0032026-03-14T09:27:06Z"`, `"+2026-03-14T09:27:06Z"`, `"-001-03-14T09:27:06Z"`,
 	`"2026-03-14T09:27:06.27182818Z"`, `"yesterday"`,
+	`{"team":"search","user":"u-42"}`, `{"team":"a","team":"b"}`, `{"team":"a","team":1}`, `{"t\u0065am":"x"}`,
+	`{"":"x"}`, `{"team":""}`, `{"team":"a\u007f"}`, `{"team":"a\u0085"}`, `{"team":"a\ud800"}`, `{"\ud800":"x"}`,
+	"{\"te\xffam\":\"x\"}", "{\"a\xff\":\"x\",\"a\xfe\":1}", `{"k1":"1","k2":"2","k3":"3","k4":"4","k5":"5","k6":"6","k7":"7","k8":"8","k9":"9","ka":"a","kb":"b","kc":"c","kd":"d","ke":"e","kf":"f","kg":"g","kh":"h"}`,
 }
 
 // seedBodies are whole bodies: not JSON, not an object, or objects that
@@ -253,8 +259,8 @@ func TestDecodeMatchesReferenceAfterRegister(t *testing.T) {
 
 // FuzzMarshalMatchesReference holds Marshal and FormatTime to the bytes of
 // encoding/json and time.Format for any attempt, valid or not: any
-// strings (invalid UTF-8, control characters, HTML, U+2028), any numbers
-// and any instant and zone.
+// strings (invalid UTF-8, control characters, HTML, U+2028), any numbers,
+// any instant and zone, and labels of any strings.
 func FuzzMarshalMatchesReference(f *testing.F) {
 	for _, a := range []Attempt{wantSuccess(f), wantError(f)} {
 		msg := ""
@@ -264,18 +270,18 @@ func FuzzMarshalMatchesReference(f *testing.F) {
 		f.Add(a.EventID, a.RequestID, a.SessionID, string(a.Outcome), a.Provider, a.Model, a.ProviderRequestID,
 			"connection", msg, a.Attempt, a.Usage.InputTokens, a.Usage.OutputTokens, a.Usage.CacheReadInputTokens,
 			a.Usage.CacheCreationInputTokens, 0, a.Final, true, a.Error != nil,
-			a.StartedAt.Unix(), int64(a.StartedAt.Nanosecond()), a.FinishedAt.Unix(), int64(a.FinishedAt.Nanosecond()), 0)
+			a.StartedAt.Unix(), int64(a.StartedAt.Nanosecond()), a.FinishedAt.Unix(), int64(a.FinishedAt.Nanosecond()), 0, "", "")
 	}
 	f.Add("", "", "", "", "", "", "", "", "", -1, int64(-1), int64(1<<62), int64(0), int64(0), -600, false, false, true,
-		int64(-62167219200), int64(0), int64(253402300799), int64(999999999), 5*3600+1800)
+		int64(-62167219200), int64(0), int64(253402300799), int64(999999999), 5*3600+1800, "team", "search")
 	f.Add("<a&b>", "\u2028\u2029", "\x00\x1f\x7f", "\"\\", "\b\f\n\r\t", "\xff\xc3", "é😀\xed\xa0\x80", "k", "m\xf4\x90\x80\x80",
 		1<<40, int64(-1)<<63, int64(1)<<62, int64(7), int64(8), 599, true, true, true,
-		int64(-62167219201), int64(-1), int64(253402300800), int64(1e9), -12*3600)
+		int64(-62167219201), int64(-1), int64(253402300800), int64(1e9), -12*3600, "<k\xff>", "v\u2028&\x00")
 	f.Add("a", "b", "c", "d", "e", "f", "g", "h", "i", 0, int64(0), int64(0), int64(0), int64(0), 0, false, false, false,
-		int64(-1)<<40, int64(0), int64(1)<<40, int64(0), 1)
+		int64(-1)<<40, int64(0), int64(1)<<40, int64(0), 1, "", "x")
 	f.Fuzz(func(t *testing.T, eventID, requestID, sessionID, outcome, provider, model, providerRequestID, kind, message string,
 		attempt int, in, out, cacheRead, cacheCreation int64, status int, final, retryable, hasError bool,
-		startSec, startNsec, finishSec, finishNsec int64, offset int) {
+		startSec, startNsec, finishSec, finishNsec int64, offset int, labelKey, labelValue string) {
 		zone := time.FixedZone("", offset%(24*3600))
 		a := Attempt{
 			Schema: "whatever", EventID: eventID, RequestID: requestID, SessionID: sessionID, Attempt: attempt,
@@ -286,6 +292,11 @@ func FuzzMarshalMatchesReference(f *testing.F) {
 		}
 		if hasError {
 			a.Error = &AttemptError{Kind: ErrorKind(kind), Status: status, Retryable: retryable, Message: message}
+		}
+		if labelKey != "" || labelValue != "" {
+			// Two pairs, so that their order is tested; the first may be
+			// any strings, the other sorts after most of them.
+			a.Labels = api.Labels{labelKey: labelValue, "m": labelValue + labelKey}
 		}
 		want, err := refMarshal(&a)
 		require.NoError(t, err)
@@ -347,6 +358,10 @@ func TestValidateMatchesReference(t *testing.T) {
 		func(a *Attempt) { a.FinishedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) },
 		func(a *Attempt) { a.StartedAt = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC) },
 		func(a *Attempt) { a.ProviderRequestID = strings.Repeat("r", MaxProviderReqID+1) },
+		func(a *Attempt) { a.Labels = api.Labels{"team": "search"} },
+		func(a *Attempt) { a.Labels = api.Labels{"team": ""} },
+		func(a *Attempt) { a.Labels = api.Labels{"Team": "x"} },
+		func(a *Attempt) { a.Labels = api.Labels{"": "x", "b": "\x00"} },
 	}
 	for _, base := range []Attempt{wantSuccess(t), wantError(t)} {
 		for i, edit := range edits {

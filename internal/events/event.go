@@ -51,8 +51,10 @@ const (
 
 	// MaxEventBytes is the largest event body the contract allows (64
 	// KiB), unknown members and white space included: a valid event as
-	// Marshal writes it takes about a sixth of it. A larger body is
-	// rejected as too_large.
+	// Marshal writes it takes at most about three eighths of it (23 KiB
+	// with every string at its longest and most escaped, 16 labels
+	// included; TestLargestValidEventFits). A larger body is rejected as
+	// too_large.
 	MaxEventBytes = 64 << 10
 	// MaxEventHeaderBytes is the room beside the body for the headers of
 	// a message on LEDGER_ATTEMPTS (Nats-Msg-Id and any of the

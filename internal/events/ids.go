@@ -14,14 +14,23 @@ var ErrInvalidField = errors.New("invalid field")
 
 // FieldError says which field of an event (or of a call) broke which rule.
 type FieldError struct {
-	Field string // JSON name of the field, dotted for nested ones ("usage.input_tokens")
+	Field string // JSON name of the field, dotted for nested ones ("usage.input_tokens"), labels["KEY"] for a label
 	Rule  string // the rule, as a sentence fragment a person understands
+	// Err is the error of the rule's own type when there is one (an
+	// *api.LabelError for the rules of labels), else nil.
+	Err error
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Rule }
 
-// Unwrap makes errors.Is(err, ErrInvalidField) true.
-func (e *FieldError) Unwrap() error { return ErrInvalidField }
+// Unwrap makes errors.Is(err, ErrInvalidField) true, and errors.As reach
+// Err (an *api.LabelError) when there is one.
+func (e *FieldError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalidField}
+	}
+	return []error{ErrInvalidField, e.Err}
+}
 
 func fieldErr(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Rule: fmt.Sprintf(format, args...)}

@@ -13,13 +13,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/agentledger/ledger/api"
 )
 
 // refDecode is Decode as it was: encoding/json into a map of raw members,
@@ -418,7 +422,40 @@ func refAttemptV1(m refMembers) (*Attempt, *FieldError) {
 	if a.EstimatedInputTokens, err = m.integer("estimated_input_tokens", 0, MaxTokens, refTokensRule, false); err != nil {
 		return nil, err
 	}
+	if a.Labels, err = refLabels(m); err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// refLabels reads the labels member. Added with labels (issue 20),
+// deliberately in both places: missing, null or {} is nil; the values
+// must be strings of valid UTF-8, checked in key order.
+func refLabels(m refMembers) (api.Labels, *FieldError) {
+	raw, ok := m.get("labels")
+	if !ok {
+		return nil, nil
+	}
+	if refKindOf(raw) != "object" {
+		return nil, m.typeErr("labels", "object", raw)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || len(obj) == 0 {
+		return nil, nil
+	}
+	l := make(api.Labels, len(obj))
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		field := fmt.Sprintf("labels[%q]", refClip(k))
+		if kind := refKindOf(obj[k]); kind != "string" {
+			return nil, fieldErr(field, "must be a JSON string, got a JSON %s", kind)
+		}
+		v, ok := refDecodeString(obj[k])
+		if !ok {
+			return nil, fieldErr(field, "must be valid UTF-8 (no invalid bytes, no lone surrogate escapes)")
+		}
+		l[k] = v
+	}
+	return l, nil
 }
 
 // errorV1 reads the error object: kind and retryable are required, status
@@ -550,6 +587,14 @@ func refValidate(a *Attempt) error {
 	if a.EstimatedInputTokens < 0 || a.EstimatedInputTokens > MaxTokens {
 		return fieldErr("estimated_input_tokens", "must be an integer from 0 to %d, got %d", int64(MaxTokens), a.EstimatedInputTokens)
 	}
+	if err := a.Labels.Validate(); err != nil {
+		le := err.(*api.LabelError)
+		field := "labels"
+		if le.Key != "" {
+			field = fmt.Sprintf("labels[%q]", refClip(le.Key))
+		}
+		return &FieldError{Field: field, Rule: le.Rule, Err: le}
+	}
 	return nil
 }
 
@@ -642,6 +687,7 @@ type refWireAttempt struct {
 	ProviderRequestID string        `json:"provider_request_id,omitempty"`
 	ServiceTier       string        `json:"service_tier,omitempty"`
 	EstimatedInput    int64         `json:"estimated_input_tokens,omitempty"`
+	Labels            api.Labels    `json:"labels,omitempty"`
 }
 
 // refFormatTime is FormatTime as it was.
@@ -666,5 +712,6 @@ func refMarshal(a *Attempt) ([]byte, error) {
 		ProviderRequestID: a.ProviderRequestID,
 		ServiceTier:       a.ServiceTier,
 		EstimatedInput:    a.EstimatedInputTokens,
+		Labels:            a.Labels,
 	})
 }

@@ -71,6 +71,7 @@ const (
 	fProviderRequestID
 	fServiceTier
 	fEstimatedInput
+	fLabels
 	nTop
 )
 
@@ -137,6 +138,8 @@ func topMember(name []byte) int {
 		return fServiceTier
 	case "estimated_input_tokens":
 		return fEstimatedInput
+	case "labels":
+		return fLabels
 	}
 	return -1
 }

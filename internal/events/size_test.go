@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/api"
 )
 
 // padded returns the success example with an unknown member that makes
@@ -53,9 +55,15 @@ func TestDecodeSizeLimit(t *testing.T) {
 
 // Every event the contract allows fits, as Marshal writes it, with room
 // to spare: the longest IDs and strings, each made of characters JSON
-// escapes as \u00XX (six bytes each), every number at its largest.
+// escapes as \u00XX (six bytes each), every number at its largest, and
+// 16 labels of the longest key and value ('<', escaped as \u003c: a value
+// may not hold control characters).
 func TestLargestValidEventFits(t *testing.T) {
 	esc := func(n int) string { return strings.Repeat("\x01", n) }
+	labels := api.Labels{}
+	for i := range api.MaxLabels {
+		labels[fmt.Sprintf("k%0*d", api.MaxLabelKeyLength-1, i)] = strings.Repeat("<", api.MaxLabelValueLength)
+	}
 	late := time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
 	a := &Attempt{
 		Schema: SchemaV1, EventID: "7ZZZZZZZZZZZZZZZZZZZZZZZZZ",
@@ -67,12 +75,13 @@ func TestLargestValidEventFits(t *testing.T) {
 		Error:     &AttemptError{Kind: KindCircuitOpen, Status: 599, Retryable: true, Message: esc(MaxMessageBytes)},
 		StartedAt: late, FinishedAt: late, ProviderRequestID: esc(MaxProviderReqID),
 		ServiceTier: strings.Repeat("p", MaxServiceTierLength), EstimatedInputTokens: MaxTokens,
+		Labels: labels,
 	}
 	require.NoError(t, a.Validate())
 	data, err := Marshal(a)
 	require.NoError(t, err)
 	t.Logf("largest valid event: %d bytes of %d", len(data), MaxEventBytes)
-	require.LessOrEqual(t, len(data), MaxEventBytes/4)
+	require.LessOrEqual(t, len(data), MaxEventBytes/2)
 	back, err := Decode(data)
 	require.NoError(t, err)
 	require.Equal(t, a, back)

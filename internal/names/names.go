@@ -50,6 +50,16 @@ func RebuildScratch(id string) (requests, sessions, state, rejected, rejectedPre
 	return b + "requests", b + "sessions", b + "state", s + "REJECTED", p + "rejected."
 }
 
+// RebuildScratchRollups returns the name of the rollups bucket of the
+// scratch ledger of the rebuild id, beside those of RebuildScratch:
+// ledger_rebuild_<id>_rollups.
+func RebuildScratchRollups(id string) string {
+	if id == "" {
+		return RebuildBucketPrefix + "rollups"
+	}
+	return RebuildBucketPrefix + id + "_rollups"
+}
+
 // Keys the ledger reserves.
 const (
 	// CheckpointKey (in a state bucket): the last event applied, the

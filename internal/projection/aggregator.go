@@ -32,12 +32,16 @@ type Names struct {
 	Requests, Sessions, State string // KV buckets
 	Rejected                  string // stream of rejections
 	RejectedPrefix            string // its subject prefix, ending in "."
+	// Rollups is the KV bucket of the rollups per cell; "" writes none
+	// (a ledger without rollups, which only the benchmark's comparison
+	// projects). LiveNames and ScratchNames always name one.
+	Rollups string
 }
 
 // LiveNames are the resources of the live ledger.
 func LiveNames() Names {
 	return Names{Requests: names.RequestsBucket, Sessions: names.SessionsBucket, State: names.StateBucket,
-		Rejected: names.RejectedStream, RejectedPrefix: names.RejectedPrefix}
+		Rejected: names.RejectedStream, RejectedPrefix: names.RejectedPrefix, Rollups: names.RollupsBucket}
 }
 
 func (n Names) orLive() Names {
@@ -135,6 +139,8 @@ const (
 	FaultMidRequests       FaultPoint = "mid-requests"
 	FaultBetweenBuckets    FaultPoint = "between-buckets"
 	FaultMidSessions       FaultPoint = "mid-sessions"
+	FaultAfterSessions     FaultPoint = "after-sessions"
+	FaultMidRollups        FaultPoint = "mid-rollups"
 	FaultBeforeCheckpoint  FaultPoint = "before-checkpoint"
 	FaultAfterCheckpoint   FaultPoint = "after-checkpoint"
 	FaultAfterRejects      FaultPoint = "after-rejects"
@@ -143,7 +149,7 @@ const (
 
 // FaultPoints lists every write point, for tests that crash at each.
 var FaultPoints = []FaultPoint{FaultBetweenRejectsPut, FaultAfterRejects, FaultBeforeWrites, FaultMidRequests,
-	FaultBetweenBuckets, FaultMidSessions, FaultBeforeCheckpoint, FaultAfterCheckpoint}
+	FaultBetweenBuckets, FaultMidSessions, FaultAfterSessions, FaultMidRollups, FaultBeforeCheckpoint, FaultAfterCheckpoint}
 
 // Points where a holder can be frozen in the middle of a batch (besides
 // the write points), and the lease renewal.
@@ -295,8 +301,10 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	for _, b := range []*bucket{res.requests, res.sessions, res.stateW} {
-		b.wait = a.cfg.AckWait
+	for _, b := range []*bucket{res.requests, res.sessions, res.stateW, res.rollups} {
+		if b != nil {
+			b.wait = a.cfg.AckWait
+		}
 	}
 	for {
 		err := a.lead(ctx, res)
@@ -329,6 +337,7 @@ type resources struct {
 	stream             jetstream.Stream
 	rejected           jetstream.Stream
 	requests, sessions *bucket
+	rollups            *bucket // nil when Names.Rollups is ""
 	state              jetstream.KeyValue
 	stateW             *bucket // the state bucket, for the checkpoint write
 	book               *pricebook.Book
@@ -371,6 +380,15 @@ func openResources(ctx context.Context, js jetstream.JetStream, tc topology.Conf
 	}
 	if res.stateW, err = newBucket(ctx, js, state); err != nil {
 		return nil, err
+	}
+	if names.Rollups != "" {
+		rol, err := topology.EnsureBucket(ctx, js, tc, names.Rollups, "Usage ledger: rollups per hour, provider, model and labels.")
+		if err != nil {
+			return nil, err
+		}
+		if res.rollups, err = newBucket(ctx, js, rol); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }
@@ -502,6 +520,11 @@ func (a *Aggregator) newBatcher(ctx context.Context, res *resources, t *term) (*
 	}
 	if b.absentSes, err = emptyFilter(ctx, res.sessions); err != nil {
 		return nil, err
+	}
+	if res.rollups != nil {
+		if b.absentRol, err = emptyFilter(ctx, res.rollups); err != nil {
+			return nil, err
+		}
 	}
 	return b, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
 )
@@ -133,10 +134,15 @@ func wireStored(ws []wire) []wire {
 	return out
 }
 
+// workloadLabels are the label sets genWorkload draws from.
+var workloadLabels = []api.Labels{nil, {"team": "search"}, {"team": "ads"}, {"team": "search", "user": "u-42"}}
+
 // genWorkload makes a random set of attempt events: sessions, requests,
 // several attempts each, outcomes, duplicates (re-sent with and without a
 // msg id), competing events for one attempt number, occasional session
-// conflicts and invalid events; then shuffles it.
+// conflicts and invalid events, labels (sometimes conflicting with the
+// request's), attempts in up to four hours and fallbacks to another model
+// (testModel); then shuffles it.
 func genWorkload(t testing.TB, rng *rand.Rand, nSessions, nRequests int) []wire {
 	t.Helper()
 	var ws []wire
@@ -145,11 +151,19 @@ func genWorkload(t testing.TB, rng *rand.Rand, nSessions, nRequests int) []wire 
 		session := fmt.Sprintf("s%d", rng.IntN(nSessions))
 		request := fmt.Sprintf("r%d", r)
 		attempts := 1 + rng.IntN(4)
+		labels := workloadLabels[rng.IntN(len(workloadLabels))]
+		hour := rng.IntN(3)
 		for a := 0; a < attempts; a++ {
 			n++
 			last := a == attempts-1
 			spec := evSpec{n: n, session: session, request: request, attempt: a,
-				in: int64(rng.IntN(2000)), out: int64(rng.IntN(1000))}
+				in: int64(rng.IntN(2000)), out: int64(rng.IntN(1000)), labels: labels, hour: hour}
+			if rng.IntN(5) == 0 { // labels that conflict with the request's
+				spec.labels = workloadLabels[rng.IntN(len(workloadLabels))]
+			}
+			if rng.IntN(4) == 0 { // a retry in the next hour
+				spec.hour++
+			}
 			spec.cacheRead = spec.in / 4
 			switch {
 			case last && rng.IntN(4) > 0:
@@ -173,6 +187,9 @@ func genWorkload(t testing.TB, rng *rand.Rand, nSessions, nRequests int) []wire 
 				c := spec
 				c.n = n
 				c.in += 7
+				if rng.IntN(2) == 0 { // other labels: which event wins decides the conflict
+					c.labels = workloadLabels[rng.IntN(len(workloadLabels))]
+				}
 				ws = append(ws, c.wire(t))
 			case 3: // the same request under another session
 				n++
@@ -330,4 +347,38 @@ func TestDeletedLastRejection(t *testing.T) {
 	e.waitCheckpoint(e.lastSeq())
 	rej := e.rejections()
 	require.Equal(t, map[uint64][]string{1: {"malformed_json"}, 3: {"malformed_json"}}, rej)
+}
+
+// The rollups are a sum apart from the sessions, so a request must
+// remember what each held (Held, HeldCell). A crash between a batch's
+// sessions and its rollups leaves the session holding the request's new
+// contribution and its rollup nothing; the redo rewrites the request and
+// crashes between its requests and its sessions. Were the request's one
+// Held (the session's) taken for the rollup's too, the next run would
+// think the rollup already held that contribution and never add it.
+func TestRollupsNeedTheirOwnHeld(t *testing.T) {
+	e := newEnv(t)
+	team := api.Labels{"team": "search"}
+	ws := []wire{
+		evSpec{n: 1, session: "s", request: "r", attempt: 0, in: 100, labels: team}.wire(t),
+		evSpec{n: 2, session: "s", request: "r", attempt: 1, success: true, in: 100, out: 10, labels: team}.wire(t),
+	}
+	crashAt := func(point FaultPoint) func(FaultPoint) error {
+		return func(p FaultPoint) error {
+			if p == point {
+				return errors.New("injected crash at " + string(p))
+			}
+			return nil
+		}
+	}
+	e.publish(ws[0])
+	require.ErrorContains(t, e.start(Config{InstanceID: "agg-1", Faults: crashAt(FaultAfterSessions)}).waitStopped(t), "injected crash")
+	_, sess := e.ledger()
+	require.Equal(t, int64(1), sess["s"].Requests, "the session was written")
+	require.Empty(t, e.rollups(), "the rollup was not")
+	e.publish(ws[1])
+	require.ErrorContains(t, e.start(Config{InstanceID: "agg-1", Faults: crashAt(FaultBetweenBuckets)}).waitStopped(t), "injected crash")
+	e.start(Config{InstanceID: "agg-1"})
+	e.waitCheckpoint(e.lastSeq())
+	e.requireLedger(buildModel(ws))
 }

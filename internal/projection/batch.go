@@ -39,7 +39,7 @@ type batcher struct {
 	apply ApplyFunc
 	// absentReq and absentSes are set when the bucket was empty at the
 	// start of the term; see absentFilter.
-	absentReq, absentSes *absentFilter
+	absentReq, absentSes, absentRol *absentFilter
 	// inflight is the batch being committed, if any; its records are the
 	// newest state of every key it touches.
 	inflight *job
@@ -61,16 +61,29 @@ type rejection struct {
 }
 
 type reqWork struct {
-	rec     *Request // working copy
-	rev     uint64   // revision as stored; 0 when absent
-	held    Totals   // what the session held for the stored version
-	changed bool
+	rec  *Request // working copy
+	rev  uint64   // revision as stored; 0 when absent
+	held Totals   // what the session held for the stored version
+	// cell is the key of the request's rollup ("" when none: no rollups,
+	// or a record written before them); heldCell what it held for the
+	// stored version (held when there is no cell).
+	cell     string
+	heldCell Totals
+	changed  bool
 	// prev is the in-flight batch's work on the same key, when the record
 	// came from there: its revision is known once that batch commits.
 	prev *reqWork
 	// before is what the record held per model before the batch, kept
 	// only for a CostObserver.
 	before modelCosts
+}
+
+type rolWork struct {
+	rec   *Rollup // working copy
+	rev   uint64
+	delta Totals
+	dirty bool
+	prev  *rolWork // as reqWork.prev
 }
 
 type sesWork struct {
@@ -95,6 +108,9 @@ type job struct {
 	reqWritten []*reqWork
 	sesPuts    []put
 	sesWritten []*sesWork
+	rols       map[string]*rolWork
+	rolPuts    []put
+	rolWritten []*rolWork
 }
 
 type accepted struct {
@@ -152,13 +168,17 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
+	rols, rolOrder, err := b.loadRollups(ctx, items, reqs, reqOrder)
+	if err != nil {
+		return nil, err
+	}
 	if err := b.fault(FaultAfterLoad); err != nil {
 		return nil, err
 	}
 	if rejects, err = b.fold(ctx, items, reqs, rejects); err != nil {
 		return nil, err
 	}
-	j := &job{q: q, events: len(items), rejects: rejects, reqs: reqs, sess: sess}
+	j := &job{q: q, events: len(items), rejects: rejects, reqs: reqs, sess: sess, rols: rols}
 	// Records are encoded into shared chunks (they stay referenced by the
 	// puts until acknowledged).
 	var buf chunks
@@ -166,6 +186,7 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 		return nil, err
 	}
 	j.encodeSessions(sesOrder, &buf, b.agg.log)
+	j.encodeRollups(rolOrder, &buf, b.term.rules)
 	b.prepared = q
 	return j, nil
 }
@@ -230,24 +251,34 @@ func (b *batcher) fold(ctx context.Context, items []accepted, reqs map[string]*r
 }
 
 // encodeRequests encodes the request records the batch changed (or whose
-// held contribution differs from the current one) and adds each change of
-// contribution to its session's delta.
+// held contribution differs from the current one in their session or
+// their rollup) and adds each change of contribution to its session's
+// delta and its rollup's.
 func (j *job) encodeRequests(order []string, buf *chunks) error {
 	j.reqPuts = make([]put, 0, len(order))
 	for _, key := range order {
 		w := j.reqs[key]
 		now := w.rec.Contribution()
-		if !w.changed && now == w.held {
+		c := j.rols[w.cell] // nil when the request has no rollup
+		if !w.changed && now == w.held && (c == nil || now == w.heldCell) {
 			continue
 		}
 		s := j.sess[w.rec.SessionID]
 		if w.changed && s.rec.Seq >= j.q {
 			return fmt.Errorf("%w: session %q absorbed batch %d but request %q gains events from batch %d", ErrInvariant, s.rec.SessionID, s.rec.Seq, key, j.q)
 		}
+		if w.changed && c != nil && c.rec.Seq >= j.q {
+			return fmt.Errorf("%w: rollup %q absorbed batch %d but request %q gains events from batch %d", ErrInvariant, w.cell, c.rec.Seq, key, j.q)
+		}
 		w.rec.Seq = j.q
-		w.rec.Held = w.held
+		w.rec.Held, w.rec.HeldCell = w.held, w.held
 		s.delta = s.delta.Add(now.Sub(w.held))
 		s.dirty = true
+		if c != nil {
+			w.rec.HeldCell = w.heldCell
+			c.delta = c.delta.Add(now.Sub(w.heldCell))
+			c.dirty = true
+		}
 		j.reqPuts = append(j.reqPuts, put{key: key, value: buf.add(w.rec.appendJSON)})
 		j.reqWritten = append(j.reqWritten, w)
 	}
@@ -270,6 +301,22 @@ func (j *job) encodeSessions(order []string, buf *chunks, log *slog.Logger) {
 		s.rec.Seq = max(s.rec.Seq, j.q)
 		j.sesPuts = append(j.sesPuts, put{key: key, value: buf.add(s.rec.appendJSON)})
 		j.sesWritten = append(j.sesWritten, s)
+	}
+}
+
+// encodeRollups encodes the rollup records whose totals the batch
+// changed, as encodeSessions.
+func (j *job) encodeRollups(order []string, buf *chunks, rules int) {
+	for _, key := range order {
+		c := j.rols[key]
+		if !c.dirty || c.delta == (Totals{}) {
+			continue
+		}
+		c.rec.Totals = c.rec.Totals.Add(c.delta)
+		c.rec.Seq = max(c.rec.Seq, j.q)
+		c.rec.Rules = rules
+		j.rolPuts = append(j.rolPuts, put{key: key, value: buf.add(c.rec.appendJSON)})
+		j.rolWritten = append(j.rolWritten, c)
 	}
 }
 
@@ -302,16 +349,24 @@ func (j *job) resolve() {
 			s.rev, s.prev = s.prev.rev, nil
 		}
 	}
+	for _, c := range j.rols {
+		if c.prev != nil {
+			c.rev, c.prev = c.prev.rev, nil
+		}
+	}
 	for i, w := range j.reqWritten {
 		j.reqPuts[i].rev = w.rev
 	}
 	for i, s := range j.sesWritten {
 		j.sesPuts[i].rev = s.rev
 	}
+	for i, c := range j.rolWritten {
+		j.rolPuts[i].rev = c.rev
+	}
 }
 
 // commit writes a resolved job: rejections, then requests, then sessions,
-// then the checkpoint. Any prefix of this sequence is a state the next
+// then rollups, then the checkpoint. Any prefix of this sequence is a state the next
 // batch recovers from (see the package comment). It runs on its own
 // goroutine and touches only the job's puts and the batcher's commit
 // fields; on success every put holds its new revision.
@@ -337,6 +392,14 @@ func (b *batcher) commit(ctx context.Context, j *job) error {
 	}
 	if err := b.putHalves(ctx, b.res.sessions, j.sesPuts, &t.sesLast, FaultMidSessions); err != nil {
 		return err
+	}
+	if err := b.fault(FaultAfterSessions); err != nil {
+		return err
+	}
+	if b.res.rollups != nil {
+		if err := b.putHalves(ctx, b.res.rollups, j.rolPuts, &t.rolLast, FaultMidRollups); err != nil {
+			return err
+		}
 	}
 	if err := b.fault(FaultBeforeCheckpoint); err != nil {
 		return err
@@ -378,6 +441,15 @@ func (b *batcher) finish(j *job) {
 	}
 	for key, s := range j.sess {
 		b.cache.putSession(key, cachedSession{rec: s.rec, rev: s.rev})
+	}
+	for i, c := range j.rolWritten {
+		c.rev = j.rolPuts[i].rev
+		if b.absentRol != nil {
+			b.absentRol.add(j.rolPuts[i].key)
+		}
+	}
+	for key, c := range j.rols {
+		b.cache.putRollup(key, cachedRollup{rec: c.rec, rev: c.rev})
 	}
 }
 
@@ -530,6 +602,83 @@ func (b *batcher) loadSessions(ctx context.Context, reqs map[string]*reqWork, re
 		}
 	}
 	return sess, order, nil
+}
+
+func (b *batcher) inflightRollup(key string) *rolWork {
+	if b.inflight == nil {
+		return nil
+	}
+	return b.inflight.rols[key]
+}
+
+// loadRollups returns a working copy of the rollup of every request that
+// has one (nil without rollups), and fills in what each rollup holds for
+// its stored request. A new request's cell is that of its first event in
+// the batch (its first accepted event: Fold gives it that cell).
+func (b *batcher) loadRollups(ctx context.Context, items []accepted, reqs map[string]*reqWork, reqOrder []string) (map[string]*rolWork, []string, error) {
+	for _, key := range reqOrder {
+		reqs[key].heldCell = reqs[key].held
+	}
+	if b.res.rollups == nil {
+		return nil, nil, nil
+	}
+	rols := make(map[string]*rolWork)
+	var order, missing []string
+	add := func(w *reqWork, cell Cell) {
+		w.cell = cell.Key()
+		if _, ok := rols[w.cell]; ok {
+			return
+		}
+		c := &rolWork{}
+		if p := b.inflightRollup(w.cell); p != nil {
+			cp := *p.rec
+			c.rec, c.prev = &cp, p
+		} else if hit, ok := b.cache.rollup(w.cell); ok {
+			cp := *hit.rec
+			c.rec, c.rev = &cp, hit.rev
+		} else {
+			c.rec = &Rollup{Cell: cell}
+			if b.absentRol == nil || !b.absentRol.absent(w.cell) {
+				missing = append(missing, w.cell)
+			}
+		}
+		rols[w.cell] = c
+		order = append(order, w.cell)
+	}
+	for _, key := range reqOrder {
+		if cell, ok := reqs[key].rec.RollupCell(); ok {
+			add(reqs[key], cell)
+		}
+	}
+	for i := range items {
+		ev := items[i].ev
+		if w := reqs[ev.RequestID]; !w.rec.Exists() && w.cell == "" {
+			labels, rc := cellOf(ev)
+			add(w, Cell{Hour: rc.Hour, Provider: rc.Provider, Model: rc.Model, Labels: labels})
+		}
+	}
+	found, err := b.res.rollups.getMany(ctx, missing)
+	if err != nil {
+		return nil, nil, err
+	}
+	for key, st := range found {
+		c := rols[key]
+		c.rev = st.rev
+		if st.value == nil {
+			continue
+		}
+		var rec Rollup // decoded afresh: the cell's labels are shared, never written
+		if err := json.Unmarshal(st.value, &rec); err != nil {
+			return nil, nil, fmt.Errorf("%w: stored rollup %q is not readable: %v", ErrInvariant, key, err)
+		}
+		*c.rec = rec
+	}
+	for _, key := range reqOrder {
+		if w := reqs[key]; w.cell != "" && w.rec.Exists() {
+			w.heldCell = heldByCell(w.rec, rols[w.cell].rec)
+		}
+	}
+	return rols, order, nil
 }
 
 func rejectionOf(m *fetched) rejection {

@@ -9,6 +9,12 @@ package projection
 type cache struct {
 	requests generations[cachedRequest]
 	sessions generations[cachedSession]
+	rollups  generations[cachedRollup]
+}
+
+type cachedRollup struct {
+	rec *Rollup
+	rev uint64
 }
 
 type cachedRequest struct {
@@ -22,13 +28,16 @@ type cachedSession struct {
 }
 
 func newCache(size int) *cache {
-	return &cache{requests: newGenerations[cachedRequest](size), sessions: newGenerations[cachedSession](size)}
+	return &cache{requests: newGenerations[cachedRequest](size), sessions: newGenerations[cachedSession](size),
+		rollups: newGenerations[cachedRollup](size)}
 }
 
 func (c *cache) request(key string) (cachedRequest, bool) { return c.requests.get(key) }
 func (c *cache) putRequest(key string, v cachedRequest)   { c.requests.put(key, v) }
 func (c *cache) session(key string) (cachedSession, bool) { return c.sessions.get(key) }
 func (c *cache) putSession(key string, v cachedSession)   { c.sessions.put(key, v) }
+func (c *cache) rollup(key string) (cachedRollup, bool)   { return c.rollups.get(key) }
+func (c *cache) putRollup(key string, v cachedRollup)     { c.rollups.put(key, v) }
 
 // generations is a bounded map: two generations of at most size/2+1
 // entries each; a hit in the old one moves the entry to the young one.

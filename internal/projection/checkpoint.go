@@ -45,6 +45,7 @@ type switchRecord struct {
 	Requests uint64 `json:"requests_msgs"`
 	Sessions uint64 `json:"sessions_msgs"`
 	Rejected uint64 `json:"rejected_msgs"`
+	Rollups  uint64 `json:"rollups_msgs,omitempty"` // 0 for a scratch set without rollups
 }
 
 // ledgerRules is the rules version a writer must have to write the

@@ -5,10 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/pricing"
 )
@@ -23,8 +26,8 @@ import (
 //	"log":   one array per entry: [attempt, "event_id", flags, input_tokens,
 //	         output_tokens, cache_read_input_tokens,
 //	         cache_creation_input_tokens, "started_at", "finished_at", cost]
-//	         (flags: 1 = outcome success, 2 = final, 4 = unpriced; cost in
-//	         nano-USD), then, only when they differ from the record's
+//	         (flags: 1 = outcome success, 2 = final, 4 = unpriced, 8 = the
+//	         event's labels differ from the record's; cost in nano-USD), then, only when they differ from the record's
 //	         provider and model, two indexes into "names": the entry's
 //	         provider and model; then, only when one of them is not 0, an
 //	         object of the usage's subsets and the estimate: "c1h"
@@ -37,7 +40,15 @@ import (
 //	         each written as a name (appendName);
 //	"seq":   the batch that last wrote the record;
 //	"rules": the RulesVersion of the code that wrote it;
-//	"held":  present only when not all zero, as a session's totals.
+//	"held":  present only when not all zero, as a session's totals;
+//	"held_cell": present only when it differs from "held" (read as
+//	         "held" when missing), likewise.
+//
+// The contract's fields of issue 20 come after "last_finished_at", each
+// only when there is one: "labels" (keys sorted), "label_conflicts",
+// "cell" ({"hour","provider","model"}). A rollup record is its cell
+// ("hour", "provider", "model", "labels"), the session's totals fields,
+// "saturated" when set, "seq" and "rules".
 //
 // The table keeps the record within MaxRequestRecordBytes however many
 // attempts name other providers and models (see TestWorstCaseRecordSize).
@@ -58,6 +69,8 @@ const (
 	entrySuccess  = 1
 	entryFinal    = 2
 	entryUnpriced = 4
+	// entryLabelConflict: the event's labels differ from the record's.
+	entryLabelConflict = 8
 )
 
 // base64Mark starts a name written in base64 (appendName).
@@ -89,6 +102,7 @@ func (r *Request) appendJSON(b []byte) []byte {
 	b = appendTime(b, r.FirstStartedAt)
 	b = append(b, `,"last_finished_at":`...)
 	b = appendTime(b, r.LastFinishedAt)
+	b = r.appendCell(b)
 	b = append(b, `,"log":[`...)
 	var names nameTable
 	for i := range r.Log {
@@ -116,6 +130,49 @@ func (r *Request) appendJSON(b []byte) []byte {
 		b = append(b, `,"held":`...)
 		b = appendTotals(b, r.Held)
 	}
+	if r.HeldCell != r.Held {
+		b = append(b, `,"held_cell":`...)
+		b = appendTotals(b, r.HeldCell)
+	}
+	return append(b, '}')
+}
+
+// appendCell appends the record's labels, label_conflicts and cell, the
+// contract fields of issue 20: each only when there is one, so that a
+// record written before them keeps its layout.
+func (r *Request) appendCell(b []byte) []byte {
+	if len(r.Labels) > 0 {
+		b = append(b, `,"labels":`...)
+		b = appendLabels(b, r.Labels)
+	}
+	if r.LabelConflicts != 0 {
+		b = append(b, `,"label_conflicts":`...)
+		b = strconv.AppendInt(b, r.LabelConflicts, 10)
+	}
+	if c := r.Cell; c != nil {
+		b = append(b, `,"cell":{"hour":`...)
+		b = appendTime(b, c.Hour)
+		b = append(b, `,"provider":`...)
+		b = events.AppendString(b, c.Provider)
+		b = append(b, `,"model":`...)
+		b = events.AppendString(b, c.Model)
+		b = append(b, '}')
+	}
+	return b
+}
+
+// appendLabels appends l as a JSON object, its keys sorted (as
+// json.Marshal writes a map).
+func appendLabels(b []byte, l api.Labels) []byte {
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(l)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = events.AppendString(b, k)
+		b = append(b, ':')
+		b = events.AppendString(b, l[k])
+	}
 	return append(b, '}')
 }
 
@@ -134,6 +191,9 @@ func (r *Request) appendEntry(b []byte, e *Entry, names *nameTable) []byte {
 	}
 	if e.Unpriced {
 		flags |= entryUnpriced
+	}
+	if e.LabelConflict {
+		flags |= entryLabelConflict
 	}
 	b = append(b, '[')
 	b = strconv.AppendInt(b, int64(e.Attempt), 10)
@@ -258,13 +318,19 @@ func decodeName(s string) (string, error) {
 func (s *Session) appendJSON(b []byte) []byte {
 	b = append(b, `{"session_id":`...)
 	b = events.AppendString(b, s.SessionID)
+	return appendSums(b, s.Totals, s.Seq, s.Rules)
+}
+
+// appendSums ends the stored form of a session or a rollup: its totals,
+// seq and rules.
+func appendSums(b []byte, t Totals, seq uint64, rules int) []byte {
 	b = append(b, ',')
-	b = appendTotalsFields(b, s.Totals)
-	b = appendSaturated(b, s.Totals)
+	b = appendTotalsFields(b, t)
+	b = appendSaturated(b, t)
 	b = append(b, `,"seq":`...)
-	b = strconv.AppendUint(b, s.Seq, 10)
+	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `,"rules":`...)
-	b = strconv.AppendInt(b, int64(s.Rules), 10)
+	b = strconv.AppendInt(b, int64(rules), 10)
 	return append(b, '}')
 }
 
@@ -290,7 +356,12 @@ func appendTotalsFields(b []byte, t Totals) []byte {
 	b = append(b, `,"billed":`...)
 	b = events.AppendUsage(b, t.Billed)
 	b = appendEstimated(b, t.EstimatedInputTokens)
-	return appendMoney(b, t.UsageCost, t.BilledCost, t.UnpricedUsageTokens, t.UnpricedBilledTokens)
+	b = appendMoney(b, t.UsageCost, t.BilledCost, t.UnpricedUsageTokens, t.UnpricedBilledTokens)
+	if t.LabelConflicts != 0 {
+		b = append(b, `,"label_conflicts":`...)
+		b = strconv.AppendInt(b, t.LabelConflicts, 10)
+	}
+	return b
 }
 
 // appendMoney appends the money members of a record or totals.
@@ -315,6 +386,25 @@ func appendTime(b []byte, t time.Time) []byte {
 // MarshalJSON writes the stored form of r.
 func (r *Request) MarshalJSON() ([]byte, error) { return r.appendJSON(nil), nil }
 
+// appendJSON appends the stored form of c: its cell, its totals, seq
+// and rules.
+func (c *Rollup) appendJSON(b []byte) []byte {
+	b = append(b, `{"hour":`...)
+	b = appendTime(b, c.Hour)
+	b = append(b, `,"provider":`...)
+	b = events.AppendString(b, c.Provider)
+	b = append(b, `,"model":`...)
+	b = events.AppendString(b, c.Model)
+	if len(c.Labels) > 0 {
+		b = append(b, `,"labels":`...)
+		b = appendLabels(b, c.Labels)
+	}
+	return appendSums(b, c.Totals, c.Seq, c.Rules)
+}
+
+// MarshalJSON writes the stored form of c.
+func (c *Rollup) MarshalJSON() ([]byte, error) { return c.appendJSON(nil), nil }
+
 // MarshalJSON writes the stored form of s.
 func (s *Session) MarshalJSON() ([]byte, error) { return s.appendJSON(nil), nil }
 
@@ -322,11 +412,12 @@ func (s *Session) MarshalJSON() ([]byte, error) { return s.appendJSON(nil), nil 
 func (r *Request) UnmarshalJSON(data []byte) error {
 	var aux struct {
 		RequestView
-		Log   []json.RawMessage `json:"log"`
-		Names []string          `json:"names"`
-		Seq   uint64            `json:"seq"`
-		Rules int               `json:"rules"`
-		Held  *Totals           `json:"held"`
+		Log      []json.RawMessage `json:"log"`
+		Names    []string          `json:"names"`
+		Seq      uint64            `json:"seq"`
+		Rules    int               `json:"rules"`
+		Held     *Totals           `json:"held"`
+		HeldCell *Totals           `json:"held_cell"`
 	}
 	if err := json.Unmarshal(data, &aux); err != nil {
 		return err
@@ -334,6 +425,10 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 	*r = Request{RequestView: aux.RequestView, Seq: aux.Seq, Rules: aux.Rules}
 	if aux.Held != nil {
 		r.Held = *aux.Held
+	}
+	r.HeldCell = r.Held
+	if aux.HeldCell != nil {
+		r.HeldCell = *aux.HeldCell
 	}
 	for i, s := range aux.Names {
 		name, err := decodeName(s)
@@ -397,7 +492,7 @@ func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) err
 			return err
 		}
 	}
-	if flags&^(entrySuccess|entryFinal|entryUnpriced) != 0 {
+	if flags&^(entrySuccess|entryFinal|entryUnpriced|entryLabelConflict) != 0 {
 		return fmt.Errorf("unknown flags %d", flags)
 	}
 	e.Unpriced = !priced || flags&entryUnpriced != 0
@@ -406,6 +501,7 @@ func (r *Request) decodeEntry(raw json.RawMessage, names []string, e *Entry) err
 		e.Outcome = events.OutcomeSuccess
 	}
 	e.Final = flags&entryFinal != 0
+	e.LabelConflict = flags&entryLabelConflict != 0
 	e.Provider, e.Model = r.Provider, r.Model
 	if len(f) == 11 {
 		var err error

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/topology"
 )
@@ -99,7 +100,11 @@ func normalise(r *Request) Request {
 // together may not exceed input_tokens), sums at 1,001 times that; times
 // of the longest form; seq at its largest; every cost and money sum at
 // 2^63-1 (a catalog's rates are not bounded); every attempt's input
-// estimated at 10^12 (the estimate's "est" in each entry).
+// estimated at 10^12 (the estimate's "est" in each entry); 16 labels of
+// the longest keys and values made of '<' (escaped as \u003c, six bytes
+// each: api.Labels allows no control character), a label conflict on
+// every attempt, the cell's provider and model of the longest and most
+// escaped kind, and a held_cell beside the held.
 func worstCaseRecord() *Request {
 	long := func(c byte, n int) string { return string(bytes.Repeat([]byte{c}, n)) }
 	distinct := func(i, n int) string {
@@ -120,14 +125,25 @@ func worstCaseRecord() *Request {
 			e.Outcome = events.OutcomeSuccess
 			e.Provider, e.Model = long(0x02, events.MaxProviderLength), long(0x02, events.MaxModelLength)
 		}
+		e.LabelConflict = true
 		r.Log = append(r.Log, e)
 	}
+	r.Labels = api.Labels{}
+	for i := range api.MaxLabels {
+		key := []byte(long('k', api.MaxLabelKeyLength))
+		key[1] = byte('a' + i)
+		r.Labels[string(key)] = long('<', api.MaxLabelValueLength)
+	}
+	r.Cell = &RecordCell{Hour: late.Truncate(time.Hour), Provider: long(0x03, events.MaxProviderLength), Model: long(0x03, events.MaxModelLength)}
 	r.derive()
 	r.Seq = math.MaxUint64
 	r.Rules = 999
 	r.Held = Totals{Requests: 1, Pending: 1, Attempts: events.MaxAttempt + 1, Usage: max, Billed: r.Billed,
 		EstimatedInputTokens: r.EstimatedInputTokens,
-		UsageCost:            math.MaxInt64, BilledCost: math.MaxInt64, UnpricedUsageTokens: math.MaxInt64, UnpricedBilledTokens: math.MaxInt64}
+		UsageCost:            math.MaxInt64, BilledCost: math.MaxInt64, UnpricedUsageTokens: math.MaxInt64, UnpricedBilledTokens: math.MaxInt64,
+		LabelConflicts: math.MaxInt64}
+	r.HeldCell = r.Held
+	r.HeldCell.Requests = math.MaxInt64
 	return r
 }
 
@@ -271,4 +287,66 @@ func TestRecordRulesField(t *testing.T) {
 	var oldReq Request
 	require.NoError(t, json.Unmarshal([]byte(`{"request_id":"r","session_id":"s","log":[],"seq":4}`), &oldReq))
 	require.Zero(t, oldReq.Rules)
+}
+
+// Issue 20's fields read back: labels, label conflicts (the entry flag),
+// the cell, and a held_cell that differs from held; a record without
+// held_cell reads it as held; a rollup reads back whole.
+func TestRecordLabelsAndCellRoundTrip(t *testing.T) {
+	first := evSpec{n: 1, session: "s", request: "r", attempt: 0, in: 10, labels: api.Labels{"team": "search", "user": "u<42>"}}.event()
+	other := evSpec{n: 2, session: "s", request: "r", attempt: 1, success: true, in: 10, out: 5, labels: api.Labels{"team": "ads"}, hour: 1}.event()
+	r := NewRequest("r", "s")
+	for _, ev := range []*events.Attempt{first, other} {
+		ok, changed := Fold(r, ev, nil)
+		require.True(t, ok && changed)
+	}
+	require.Equal(t, first.Labels, r.Labels)
+	require.Equal(t, int64(1), r.LabelConflicts)
+	require.Equal(t, &RecordCell{Hour: t0, Provider: first.Provider, Model: first.Model}, r.Cell)
+	r.Held = r.Contribution()
+	r.HeldCell = Totals{}
+	data := r.appendJSON(nil)
+	var back Request
+	require.NoError(t, json.Unmarshal(data, &back), string(data))
+	require.Equal(t, normalise(r), normalise(&back), string(data))
+	require.Contains(t, string(data), `"labels":{"team":"search","user":"u\u003c42\u003e"},"label_conflicts":1,"cell":{"hour":"2026-11-30T12:00:00.000000000Z",`)
+
+	r.HeldCell = r.Held
+	data = r.appendJSON(nil)
+	require.NotContains(t, string(data), "held_cell")
+	back = Request{}
+	require.NoError(t, json.Unmarshal(data, &back))
+	require.Equal(t, r.Held, back.HeldCell)
+
+	cell, ok := r.RollupCell()
+	require.True(t, ok)
+	c := &Rollup{Cell: cell, Totals: r.Contribution(), Seq: 9, Rules: RulesVersion}
+	data, err := json.Marshal(c)
+	require.NoError(t, err)
+	var cb Rollup
+	require.NoError(t, json.Unmarshal(data, &cb), string(data))
+	require.Equal(t, *c, cb)
+	require.Equal(t, int64(1), cb.Retries())
+}
+
+// A cell's key is its hour and a hash of its provider, model and labels:
+// the same for the same cell whatever the labels' order, different when
+// any part differs, and made of characters a KV key may hold.
+func TestRollupKey(t *testing.T) {
+	base := Cell{Hour: t0, Provider: "openai", Model: "gpt-4.1", Labels: api.Labels{"team": "search", "user": "u-1"}}
+	key := base.Key()
+	require.Regexp(t, `^2026113012\.[A-Z2-7]{52}$`, key)
+	same := base
+	same.Labels = api.Labels{"user": "u-1", "team": "search"}
+	same.Hour = t0.Add(59 * time.Minute).Truncate(time.Hour).In(time.FixedZone("x", 3600))
+	require.Equal(t, key, same.Key())
+	for _, c := range []Cell{
+		{Hour: t0.Add(time.Hour), Provider: "openai", Model: "gpt-4.1", Labels: base.Labels},
+		{Hour: t0, Provider: "openai", Model: "gpt-4.1"},
+		{Hour: t0, Provider: "openai", Model: "gpt-4.1-mini", Labels: base.Labels},
+		{Hour: t0, Provider: "openaig", Model: "pt-4.1", Labels: base.Labels},
+		{Hour: t0, Provider: "openai", Model: "gpt-4.1", Labels: api.Labels{"team": "searchuser", "": "u-1"}},
+	} {
+		require.NotEqual(t, key, c.Key(), "%+v", c)
+	}
 }

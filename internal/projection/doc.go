@@ -1,7 +1,8 @@
 // Package projection owns the dedup projection of the usage ledger: it
 // folds the attempt events of stream LEDGER_ATTEMPTS into one record per
-// request_id in KV bucket ledger_requests and one rollup per session in
-// ledger_sessions, records every invalid event once in LEDGER_REJECTED, and
+// request_id in KV bucket ledger_requests, one rollup per session in
+// ledger_sessions and one per cell (hour, provider, model, labels) in
+// ledger_rollups, records every invalid event once in LEDGER_REJECTED, and
 // does so exactly once per accepted event although JetStream delivers at
 // least once, processes crash, and two instances may overlap.
 //
@@ -14,8 +15,15 @@
 // billed, times, provider, model) is derived from the log. So a request
 // record is a function of the set of its accepted events: order and
 // duplicates do not matter, and re-applying an event after a crash is
-// harmless. A session record is the sum of its requests' contributions
-// (Request.Contribution), and that sum is where at-least-once delivery
+// harmless. The exceptions are fixed by the request's first accepted event
+// in stream order, which every replay agrees on: its session_id, and its
+// labels and rollup cell (Request.Cell: that event's started_at truncated
+// to the UTC hour, its provider and model), set by Fold when the record is
+// created and never changed. label_conflicts counts the log entries whose
+// event's labels differ from the record's (a flag kept in the entry), so
+// it too is derived from the log. A session record is the sum of its
+// requests' contributions (Request.Contribution), and so is a rollup of
+// the requests of its cell; those sums are where at-least-once delivery
 // bites: a sum is not idempotent.
 //
 // Fold is the one place where an accepted event meets a record (the
@@ -24,9 +32,9 @@
 // it, so a rule changed there changes everywhere at once, and verify
 // compares the live ledger with the same fold, not a second copy of it.
 //
-// # Exactly once across two buckets
+// # Exactly once across three buckets
 //
-// Two KV buckets cannot be written in one transaction. A crash between the
+// KV buckets cannot be written in one transaction. A crash between the
 // request write and the session write either loses the session's delta (if
 // the redelivered event finds the request already updated and computes a
 // zero delta) or applies it twice (if the session was written and the
@@ -49,17 +57,28 @@
 //     is abandoned and the work starts again from the checkpoint with an
 //     empty cache.
 //   - Watermarks. A batch covering stream sequences (checkpoint, q] writes
-//     every request it changes with Seq = q and Held = what the session held
-//     for the request before the batch, then every session it changes with
-//     the absorbed delta and Seq = max(Seq, q), then the checkpoint q.
+//     every request it changes with Seq = q, Held = what the session held
+//     for the request before the batch and HeldCell = what its rollup
+//     held, then every session it changes with the absorbed delta and Seq
+//     = max(Seq, q), then every rollup likewise, then the checkpoint q.
 //     What a session holds for a request is therefore always readable from
 //     the two records: the request's contribution if session.Seq >=
-//     request.Seq, else request.Held (heldBy). The delta a batch adds to a
-//     session is contribution(after) - heldBy(before), so it is computed
+//     request.Seq, else request.Held (heldBy); what a rollup holds, the
+//     same with the rollup's Seq and HeldCell (heldByCell). The delta a
+//     batch adds to a session is contribution(after) - heldBy(before), to a
+//     rollup contribution(after) - heldByCell(before), so each is computed
 //     from stored state, never from what the crashed batch thought.
+//   - Two helds, not one. The session and the rollup are two sums written
+//     one after the other, so a crash between them leaves the session
+//     holding the new contribution and the rollup the old one. A redo
+//     that rewrites the request (it gained an event, or any change) must
+//     record both; one Held would hand the rollup the session's value and
+//     the rollup would never get its delta (TestRollupsNeedTheirOwnHeld).
+//     HeldCell is stored only when it differs from Held, which happens
+//     only after such a crash.
 //
 // Why any crash is safe: the commit order is rejections, requests,
-// sessions, checkpoint, and the next batch starts at the stored checkpoint,
+// sessions, rollups, checkpoint, and the next batch starts at the stored checkpoint,
 // so every event of the crashed batch is delivered again before any later
 // event. If a request was written but its session was not, the session's
 // Seq is below the request's, so heldBy gives Held (the old value) and the
@@ -68,7 +87,9 @@
 // and the redo adds zero. A redo batch may end earlier than the crashed one
 // (q' < q); the session's Seq never goes down (max), and a request rewritten
 // by the redo gets Seq q' with Held computed the same way, so the rule
-// keeps holding. Rejections are recorded one at a time in stream order, so
+// keeps holding. The rollups are a third sum under the same rule, with
+// their own Seq and the request's HeldCell: each of the two sums is right
+// whatever the crash left of the other. Rejections are recorded one at a time in stream order, so
 // the last recorded original sequence (read back at every lease term) tells
 // exactly which were recorded before a crash. The crash-safety tests stop
 // the aggregator at every one of these write points and compare the
@@ -101,7 +122,7 @@
 //     has fenced fails, forever: that writer's idea of the stream's end is
 //     behind the marker. Its writes to one bucket stop at the marker, and
 //     a writer sends the steps of a batch (rejections, requests, sessions,
-//     checkpoint) one after the other, each only once the previous one is
+//     rollups, checkpoint) one after the other, each only once the previous one is
 //     acknowledged in full; whatever of it landed is a prefix of its
 //     sequence of writes, landed before the new term read anything. And
 //     that writer's batch was computed on a state nobody else wrote during
@@ -202,8 +223,8 @@
 // claim; each relies on ownership and fences.
 //
 //   - Each rebuild projects into its own scratch set, named for it
-//     (ScratchNames): buckets ledger_rebuild_<ULID>_requests, _sessions
-//     and _state and stream LEDGER_REBUILD_<ULID>_REJECTED, the ULID of
+//     (ScratchNames): buckets ledger_rebuild_<ULID>_requests, _sessions,
+//     _rollups and _state and stream LEDGER_REBUILD_<ULID>_REJECTED, the ULID of
 //     its instance ID. It creates the set once it holds the claim, and
 //     only its own scratch projection ever writes it, under that
 //     projection's lease and term fences exactly as for the live ledger:
@@ -247,8 +268,8 @@
 // and begins a term (raising the live fences), lets the scratch projection
 // catch up once more and stop, and records the switch in the live
 // checkpoint: the scratch set's names, its checkpoint and the message
-// counts of its streams. Then it copies: every scratch record replaces the
-// live one whole, live records the new code does not have are deleted, the
+// counts of its streams (the rollups' too). Then it copies requests,
+// sessions and rollups: every scratch record replaces the live one whole, live records the new code does not have are deleted, the
 // live rejections the term saw are purged (only up to the last sequence it
 // read) and the scratch ones appended, and the checkpoint is set to the
 // scratch one with the switch cleared. Every one of these writes is
@@ -262,7 +283,9 @@
 // the live keys a bucket's copy did not find, before it purges the live
 // rejections, and before it commits the checkpoint, it checks that the
 // scratch set still holds what the switch recorded: its checkpoint and
-// the message counts of its three streams. A bucket found intact after it
+// the message counts of its four streams (three for a switch recorded
+// by a build before the rollups, whose scratch set has none: the live
+// rollups are then left as they are). A bucket found intact after it
 // was read in full was read whole, whatever becomes of it later. If a
 // check fails (the set is gone, emptied or changed), the switch stops with
 // ErrSwitchIncomplete and deletes nothing: the live ledger may be partly
@@ -286,8 +309,11 @@
 // a bounded cache of the records this writer last wrote, else KV), applies
 // all its events in memory, and writes each touched key once: requests as
 // one pipelined round of compare-and-set publishes, then sessions as
-// another, then the checkpoint. A batch costs three round trips however
-// many events it holds.
+// another, then rollups, then the checkpoint. A batch costs four round
+// trips however many events it holds (three without rollups: Names.Rollups
+// empty, which only the benchmark's comparison uses). A new request's
+// cell, needed before the fold to read its rollup, is that of its first
+// event in the batch, the one Fold gives it.
 //
 // Batches are pipelined two deep. While batch N commits on its own
 // goroutine, batch N+1 is decoded (in the consumer's goroutine), read,
@@ -305,7 +331,8 @@
 // contract fields as the contract shows them; the projection's own fields
 // are compact: "log" is an array of arrays [attempt, event_id, flags,
 // input, output, cache_read, cache_creation, started_at, finished_at,
-// cost] (flags: 1 success, 2 final, 4 unpriced; cost in nano-USD), ending
+// cost] (flags: 1 success, 2 final, 4 unpriced, 8 label conflict; cost
+// in nano-USD), ending
 // in two indexes into "names" when the entry's provider and model differ
 // from the record's, then an object of the usage's subsets and the
 // estimated input ({"c1h":…,"rsn":…,"est":…}, each only when not 0) when
@@ -314,11 +341,14 @@
 // else "=" and base64. So the largest record the contract allows (1,001
 // attempts, each with its own provider and model of the longest and most
 // escaped kind, every count, usage subset, estimated input and cost at
-// its largest) is 693,882 bytes, under
+// its largest, 16 labels of the longest whose every byte is escaped, and
+// the cell's provider and model alike) is 710,664 bytes, under
 // MaxRequestRecordBytes (704 KiB), and fits any server's default
 // max_payload of 1 MiB with its write headers. "seq" is the batch that
 // wrote it, "rules" the RulesVersion that wrote it (0 when missing), and
-// "held" appears only when not all zero. A session record carries
+// "held" appears only when not all zero, "held_cell" only when it differs
+// from held; "labels", "label_conflicts" and "cell" (the contract's) only
+// when there is one. A session record carries
 // "saturated": true only when a sum passed 2^63-1 and stopped there
 // (Totals.Add). Readers accept the older layouts too (entries carrying
 // their provider and model strings, entries as objects).

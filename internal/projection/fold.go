@@ -16,10 +16,16 @@ type ApplyFunc func(r *Request, ev *events.Attempt) bool
 // It reports false, leaving r as it was, when ev names another session
 // than the one r is recorded under (the aggregator rejects the event as
 // session_conflict: the first accepted event of a request owns it);
-// otherwise true, and whether r changed.
+// otherwise true, and whether r changed. The first event folded into a
+// record gives it its labels and rollup cell (Request.Cell).
 func Fold(r *Request, ev *events.Attempt, apply ApplyFunc) (ok, changed bool) {
 	if r.Conflicts(ev) {
 		return false, false
+	}
+	if !r.Exists() && r.Cell == nil {
+		// The first accepted event in stream order gives the request its
+		// labels and rollup cell for life, whatever apply does.
+		r.Labels, r.Cell = cellOf(ev)
 	}
 	if apply == nil {
 		apply = (*Request).Apply

@@ -15,6 +15,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/natstest"
@@ -47,6 +48,8 @@ type evSpec struct {
 	final     bool
 	in, out   int64
 	cacheRead int64
+	labels    api.Labels
+	hour      int // hours after t0 its attempt starts
 }
 
 // testModel is the model of event n: mostly one the default catalog
@@ -78,8 +81,9 @@ func (s evSpec) event() *events.Attempt {
 		Provider:   "anthropic",
 		Model:      testModel(s.n),
 		Usage:      events.Usage{InputTokens: s.in, OutputTokens: s.out, CacheReadInputTokens: s.cacheRead},
-		StartedAt:  t0.Add(time.Duration(s.n) * time.Second),
-		FinishedAt: t0.Add(time.Duration(s.n)*time.Second + 500*time.Millisecond),
+		StartedAt:  t0.Add(time.Duration(s.hour)*time.Hour + time.Duration(s.n)*time.Second),
+		FinishedAt: t0.Add(time.Duration(s.hour)*time.Hour + time.Duration(s.n)*time.Second + 500*time.Millisecond),
+		Labels:     s.labels,
 	}
 	if !s.success {
 		a.Outcome = events.OutcomeError
@@ -234,6 +238,25 @@ func (e *env) ledger() (map[string]RequestView, map[string]SessionView) {
 	return reqs, sess
 }
 
+// rollups reads ledger_rollups (ReadRollups), keyed as the model keys
+// them, without the seq and rules.
+func (e *env) rollups() map[string]Rollup {
+	e.t.Helper()
+	all, err := ReadRollups(context.Background(), e.js, LiveNames(), RollupFilter{})
+	require.NoError(e.t, err)
+	out := map[string]Rollup{}
+	for _, c := range all {
+		if len(c.Labels) == 0 {
+			c.Labels = nil
+		}
+		k := modelCellKey(c.Cell)
+		require.NotContains(e.t, out, k, "two records for one cell")
+		c.Seq, c.Rules = 0, 0
+		out[k] = c
+	}
+	return out
+}
+
 // rejections reads LEDGER_REJECTED: original sequence → reason, with a
 // count per sequence to catch duplicates.
 func (e *env) rejections() map[uint64][]string {
@@ -271,6 +294,27 @@ type model struct {
 	requests map[string]RequestView
 	sessions map[string]SessionView
 	rejected map[uint64][]string
+	// rollups are keyed by modelCellKey, not by the projection's key.
+	rollups map[string]Rollup
+}
+
+// modelCellKey names a cell for the model: its hour, provider, model
+// and labels, written out.
+func modelCellKey(c Cell) string {
+	return fmt.Sprintf("%s|%q|%q|%v", c.Hour.UTC().Format(time.RFC3339), c.Provider, c.Model, c.Labels)
+}
+
+// sameLabels is the model's label comparison: nil and empty alike.
+func sameLabels(a, b api.Labels) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 func buildModel(ws []wire) model { return buildModelPriced(ws, pricing.Default()) }
@@ -280,8 +324,9 @@ func buildModelPriced(ws []wire, cat *pricing.Catalog) model {
 	type att struct {
 		ev *events.Attempt
 	}
-	m := model{requests: map[string]RequestView{}, sessions: map[string]SessionView{}, rejected: map[uint64][]string{}}
+	m := model{requests: map[string]RequestView{}, sessions: map[string]SessionView{}, rejected: map[uint64][]string{}, rollups: map[string]Rollup{}}
 	owner := map[string]string{}
+	first := map[string]*events.Attempt{} // the first accepted event in stream order
 	perReq := map[string]map[int]*events.Attempt{}
 	for i, w := range ws {
 		seq := uint64(i + 1)
@@ -301,6 +346,9 @@ func buildModelPriced(ws []wire, cat *pricing.Catalog) model {
 			continue
 		}
 		owner[ev.RequestID] = ev.SessionID
+		if first[ev.RequestID] == nil {
+			first[ev.RequestID] = ev
+		}
 		if perReq[ev.RequestID] == nil {
 			perReq[ev.RequestID] = map[int]*events.Attempt{}
 		}
@@ -309,7 +357,13 @@ func buildModelPriced(ws []wire, cat *pricing.Catalog) model {
 		}
 	}
 	for id, atts := range perReq {
-		v := RequestView{RequestID: id, SessionID: owner[id], WinningAttempt: -1, Attempts: len(atts)}
+		f := first[id]
+		v := RequestView{RequestID: id, SessionID: owner[id], WinningAttempt: -1, Attempts: len(atts), Labels: f.Labels,
+			Cell: &RecordCell{Hour: time.Date(f.StartedAt.Year(), f.StartedAt.Month(), f.StartedAt.Day(), f.StartedAt.Hour(), 0, 0, 0, time.UTC),
+				Provider: f.Provider, Model: f.Model}}
+		if len(v.Labels) == 0 {
+			v.Labels = nil
+		}
 		nums := make([]int, 0, len(atts))
 		for n := range atts {
 			nums = append(nums, n)
@@ -319,6 +373,9 @@ func buildModelPriced(ws []wire, cat *pricing.Catalog) model {
 		for i, n := range nums {
 			ev := atts[n]
 			v.Billed = v.Billed.Add(ev.Usage)
+			if !sameLabels(ev.Labels, f.Labels) {
+				v.LabelConflicts++
+			}
 			cost, priced := modelPrice(cat, ev)
 			unpriced := int64(0)
 			if !priced {
@@ -355,25 +412,36 @@ func buildModelPriced(ws []wire, cat *pricing.Catalog) model {
 		m.requests[id] = v
 		s := m.sessions[v.SessionID]
 		s.SessionID = v.SessionID
-		s.Requests++
-		switch v.Status {
-		case StatusSucceeded:
-			s.Succeeded++
-		case StatusFailed:
-			s.Failed++
-		default:
-			s.Pending++
-		}
-		s.Attempts += int64(v.Attempts)
-		s.Usage = s.Usage.Add(v.Usage)
-		s.Billed = s.Billed.Add(v.Billed)
-		s.UsageCost += v.UsageCost
-		s.BilledCost += v.BilledCost
-		s.UnpricedUsageTokens += v.UnpricedUsageTokens
-		s.UnpricedBilledTokens += v.UnpricedBilledTokens
+		modelSum(&s.Totals, v)
 		m.sessions[v.SessionID] = s
+		cell := Cell{Hour: v.Cell.Hour, Provider: v.Cell.Provider, Model: v.Cell.Model, Labels: v.Labels}
+		c := m.rollups[modelCellKey(cell)]
+		c.Cell = cell
+		modelSum(&c.Totals, v)
+		m.rollups[modelCellKey(cell)] = c
 	}
 	return m
+}
+
+// modelSum adds request v to the sums t, field by field.
+func modelSum(t *Totals, v RequestView) {
+	t.Requests++
+	switch v.Status {
+	case StatusSucceeded:
+		t.Succeeded++
+	case StatusFailed:
+		t.Failed++
+	default:
+		t.Pending++
+	}
+	t.Attempts += int64(v.Attempts)
+	t.Usage = t.Usage.Add(v.Usage)
+	t.Billed = t.Billed.Add(v.Billed)
+	t.UsageCost += v.UsageCost
+	t.BilledCost += v.BilledCost
+	t.UnpricedUsageTokens += v.UnpricedUsageTokens
+	t.UnpricedBilledTokens += v.UnpricedBilledTokens
+	t.LabelConflicts += v.LabelConflicts
 }
 
 // requireLedger asserts that the live ledger equals the model.
@@ -382,6 +450,7 @@ func (e *env) requireLedger(m model) {
 	reqs, sess := e.ledger()
 	require.Equal(e.t, m.requests, reqs, "requests differ from the model")
 	require.Equal(e.t, m.sessions, sess, "sessions differ from the model")
+	require.Equal(e.t, m.rollups, e.rollups(), "rollups differ from the model")
 	require.Equal(e.t, m.rejected, e.rejections(), "rejections differ from the model")
 }
 

@@ -83,7 +83,7 @@ func (e *env) requireStoredLog(request string, ws []wire) {
 	for i, w := range ws {
 		ev, err := events.Decode(w.data)
 		require.NoError(e.t, err)
-		require.Equal(e.t, entryOf(ev, nil), normalise(&r).Log[i], "attempt %d", i)
+		require.Equal(e.t, r.entryOf(ev, nil), normalise(&r).Log[i], "attempt %d", i)
 	}
 }
 

@@ -1,8 +1,11 @@
 package projection
 
 import (
+	"maps"
 	"sort"
+	"time"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/pricing"
 )
@@ -29,9 +32,12 @@ func Priced(cat *pricing.Catalog) ApplyFunc {
 // events in any order, gives the same record for one catalog. The caller
 // has checked that the event belongs to this request and session.
 func (r *Request) ApplyPriced(ev *events.Attempt, cat *pricing.Catalog) bool {
+	if len(r.Log) == 0 && r.Cell == nil {
+		r.Labels, r.Cell = cellOf(ev)
+	}
 	i := sort.Search(len(r.Log), func(i int) bool { return r.Log[i].Attempt >= ev.Attempt })
 	if i < len(r.Log) && r.Log[i].Attempt == ev.Attempt {
-		e := entryOf(ev, cat)
+		e := r.entryOf(ev, cat)
 		if !entryLess(e, r.Log[i]) {
 			return false
 		}
@@ -39,7 +45,7 @@ func (r *Request) ApplyPriced(ev *events.Attempt, cat *pricing.Catalog) bool {
 	} else {
 		r.Log = append(r.Log, Entry{})
 		copy(r.Log[i+1:], r.Log[i:])
-		r.Log[i] = entryOf(ev, cat)
+		r.Log[i] = r.entryOf(ev, cat)
 	}
 	r.derive()
 	return true
@@ -57,9 +63,23 @@ func PriceAttempt(cat *pricing.Catalog, ev *events.Attempt) (cost pricing.Money,
 	return c.Total, ok
 }
 
-func entryOf(ev *events.Attempt, cat *pricing.Catalog) Entry {
+// cellOf returns the labels and cell that ev, a request's first accepted
+// event in stream order, gives its request for life.
+func cellOf(ev *events.Attempt) (api.Labels, *RecordCell) {
+	var labels api.Labels
+	if len(ev.Labels) > 0 {
+		labels = maps.Clone(ev.Labels)
+	}
+	return labels, &RecordCell{Hour: ev.StartedAt.UTC().Truncate(time.Hour), Provider: ev.Provider, Model: ev.Model}
+}
+
+// entryOf is the log entry of ev in r: its LabelConflict is set when r
+// has a cell (it was not written before the rollups) and ev's labels
+// differ from r's.
+func (r *Request) entryOf(ev *events.Attempt, cat *pricing.Catalog) Entry {
 	cost, ok := PriceAttempt(cat, ev)
 	return Entry{
+		LabelConflict:  r.Cell != nil && !labelsEqual(ev.Labels, r.Labels),
 		Cost:           cost,
 		Unpriced:       !ok,
 		Attempt:        ev.Attempt,
@@ -107,6 +127,7 @@ func entryLess(a, b Entry) bool {
 		{a.FinishedAt.UnixNano(), b.FinishedAt.UnixNano()},
 		{int64(a.Cost), int64(b.Cost)},
 		{boolInt(a.Unpriced), boolInt(b.Unpriced)},
+		{boolInt(a.LabelConflict), boolInt(b.LabelConflict)},
 	} {
 		if p[0] != p[1] {
 			return p[0] < p[1]
@@ -134,10 +155,14 @@ func (r *Request) derive() {
 	r.Billed = events.Usage{}
 	r.EstimatedInputTokens = 0
 	r.UsageCost, r.BilledCost, r.UnpricedUsageTokens, r.UnpricedBilledTokens = 0, 0, 0, 0
+	r.LabelConflicts = 0
 	anyFinal := false
 	var from *Entry
 	for i := range r.Log {
 		e := &r.Log[i]
+		if e.LabelConflict {
+			r.LabelConflicts++
+		}
 		r.Billed = r.Billed.Add(e.Usage)
 		r.EstimatedInputTokens += e.EstimatedInput // at most 1,001 attempts of 10^12: no overflow
 		// Saturating: 1,001 attempts at the largest prices could pass
@@ -194,7 +219,8 @@ func (r *Request) Contribution() Totals {
 	t := Totals{Requests: 1, Attempts: int64(r.Attempts), Usage: r.Usage, Billed: r.Billed,
 		EstimatedInputTokens: r.EstimatedInputTokens,
 		UsageCost:            r.UsageCost, BilledCost: r.BilledCost,
-		UnpricedUsageTokens: r.UnpricedUsageTokens, UnpricedBilledTokens: r.UnpricedBilledTokens}
+		UnpricedUsageTokens: r.UnpricedUsageTokens, UnpricedBilledTokens: r.UnpricedBilledTokens,
+		LabelConflicts: r.LabelConflicts}
 	switch r.Status {
 	case StatusSucceeded:
 		t.Succeeded = 1
@@ -218,6 +244,23 @@ func heldBy(r *Request, s *Session) Totals {
 	}
 	return r.Held
 }
+
+// heldByCell returns what rollup c currently holds for r (as stored), as
+// heldBy for its session: the record's contribution when c has absorbed
+// the batch that wrote r, else what c held before that batch.
+func heldByCell(r *Request, c *Rollup) Totals {
+	if r == nil {
+		return Totals{}
+	}
+	if c != nil && c.Seq >= r.Seq {
+		return r.Contribution()
+	}
+	return r.HeldCell
+}
+
+// labelsEqual reports whether a and b hold the same pairs (nil and empty
+// alike).
+func labelsEqual(a, b api.Labels) bool { return maps.Equal(a, b) }
 
 // clone returns a deep copy of r, so a batch can work on a copy of a
 // cached record and drop it on failure.

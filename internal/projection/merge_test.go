@@ -9,8 +9,9 @@ import (
 	"github.com/agentledger/ledger/internal/events"
 )
 
-// Property: a request record is a function of the set of its events —
-// any order, any number of duplicates, gives the same record.
+// Property: a request record is a function of its first event (which
+// fixes its labels and cell) and the set of its events: any order after
+// the first, any number of duplicates, gives the same record.
 func TestApplyIsOrderAndDuplicateIndependent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	for round := 0; round < 500; round++ {
@@ -18,7 +19,8 @@ func TestApplyIsOrderAndDuplicateIndependent(t *testing.T) {
 		n := 1 + rng.IntN(8)
 		for i := 0; i < n; i++ {
 			spec := evSpec{n: rng.IntN(50), session: "S", request: "R", attempt: rng.IntN(4),
-				success: rng.IntN(3) == 0, final: rng.IntN(2) == 0, in: int64(rng.IntN(100)), out: int64(rng.IntN(100))}
+				success: rng.IntN(3) == 0, final: rng.IntN(2) == 0, in: int64(rng.IntN(100)), out: int64(rng.IntN(100)),
+				labels: workloadLabels[rng.IntN(len(workloadLabels))]}
 			evs = append(evs, spec.event())
 		}
 		want := NewRequest("R", "S")
@@ -31,8 +33,11 @@ func TestApplyIsOrderAndDuplicateIndependent(t *testing.T) {
 				shuffled = append(shuffled, evs[i]) // duplicates
 			}
 			rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			// The first event fixes the labels and the cell (stream
+			// order); everything else is a join: any order, any
+			// duplicates, label conflicts included.
 			got := NewRequest("R", "S")
-			for _, ev := range shuffled {
+			for _, ev := range append([]*events.Attempt{evs[0]}, shuffled...) {
 				got.Apply(ev)
 			}
 			require.Equal(t, want, got, "round %d", round)

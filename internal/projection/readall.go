@@ -18,6 +18,12 @@ import (
 // Each value is whole, but values of different keys may be from different
 // moments; deleted keys are skipped.
 func ReadAll(ctx context.Context, js jetstream.JetStream, name string, fn func(key string, value []byte) error) error {
+	return readKeys(ctx, js, name, nil, fn)
+}
+
+// readKeys is ReadAll of the keys keep accepts (nil: all): the others are
+// not read.
+func readKeys(ctx context.Context, js jetstream.JetStream, name string, keep func(key string) bool, fn func(key string, value []byte) error) error {
 	kv, err := js.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil
@@ -35,7 +41,9 @@ func ReadAll(ctx context.Context, js jetstream.JetStream, name string, fn func(k
 	}
 	keys := make([]string, 0, len(info.State.Subjects))
 	for subj := range info.State.Subjects {
-		keys = append(keys, strings.TrimPrefix(subj, b.prefix))
+		if k := strings.TrimPrefix(subj, b.prefix); keep == nil || keep(k) {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	const chunk = 16 * maxMultiGet

@@ -273,7 +273,7 @@ func TestRejectionFloorReadAfterTheSwitch(t *testing.T) {
 	require.Less(t, scp.Seq, uint64(9))
 	// Its switch is recorded, as a rebuild does, and interrupted.
 	sw := &switchRecord{Checkpoint: scp.Seq, Scratch: sn, Rules: RulesVersion}
-	sw.Requests, sw.Sessions, sw.Rejected, err = scratch.counts(ctx)
+	sw.Requests, sw.Sessions, sw.Rejected, sw.Rollups, err = scratch.counts(ctx)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), sw.Rejected)
 	live, err := openResources(ctx, e.js, topology.Config{}, LiveNames(), nil)

@@ -18,7 +18,7 @@ import (
 // sumEveryAttempt is the classic bug: every event is a new attempt, so
 // retries re-sent and duplicates stored twice are all billed.
 func sumEveryAttempt(r *Request, ev *events.Attempt) bool {
-	r.Log = append(r.Log, entryOf(ev, nil))
+	r.Log = append(r.Log, r.entryOf(ev, nil))
 	r.derive()
 	return true
 }
@@ -75,7 +75,7 @@ func TestRebuildWhileLiveAndPublishing(t *testing.T) {
 }
 
 // A rebuild interrupted at any point — while projecting, while catching up
-// under the live lease, in the middle of copying either bucket — leaves a
+// under the live lease, in the middle of copying any bucket — leaves a
 // ledger that is served, and whatever runs next (the rebuild started
 // again, or the live aggregator alone) ends in the same state: the model
 // of every event.
@@ -93,6 +93,8 @@ func TestRebuildInterrupted(t *testing.T) {
 		{phase: "switch " + names.RequestsBucket, restart: false},
 		{phase: "switch " + names.SessionsBucket, restart: true},
 		{phase: "switch " + names.SessionsBucket, restart: false},
+		{phase: "switch " + names.RollupsBucket, restart: true},
+		{phase: "switch " + names.RollupsBucket, restart: false},
 	}
 	for i, tc := range tests {
 		name := strings.ReplaceAll(tc.phase, " ", "-")

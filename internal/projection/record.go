@@ -45,10 +45,22 @@ type Totals struct {
 	BilledCost           pricing.Money `json:"billed_cost"`
 	UnpricedUsageTokens  int64         `json:"unpriced_usage_tokens"`
 	UnpricedBilledTokens int64         `json:"unpriced_billed_tokens"`
+	// LabelConflicts counts the accepted attempts whose labels differ
+	// from their request's (Request.LabelConflicts): their usage counts,
+	// their labels do not.
+	LabelConflicts int64 `json:"label_conflicts,omitempty"`
 	// Saturated reports that some sum reached Ceiling: the fields at
 	// Ceiling are not exact (the true sum was larger when it got there);
 	// the others are.
 	Saturated bool `json:"saturated,omitempty"`
+}
+
+// Retries is how many attempts were retries: Attempts - Requests (each
+// request's first attempt is not one).
+func (t Totals) Retries() int64 {
+	var a arith
+	a.xSat = t.Saturated
+	return a.add(t.Attempts, -t.Requests)
 }
 
 // Ceiling is where a sum in Totals stops: 2^63-1.
@@ -78,6 +90,7 @@ func (t Totals) Add(u Totals) Totals {
 		BilledCost:           pricing.Money(a.add(int64(t.BilledCost), int64(u.BilledCost))),
 		UnpricedUsageTokens:  a.add(t.UnpricedUsageTokens, u.UnpricedUsageTokens),
 		UnpricedBilledTokens: a.add(t.UnpricedBilledTokens, u.UnpricedBilledTokens),
+		LabelConflicts:       a.add(t.LabelConflicts, u.LabelConflicts),
 		Saturated:            t.Saturated || u.Saturated || a.saturated,
 	}
 }
@@ -98,7 +111,8 @@ func (t Totals) neg() Totals {
 
 		UsageCost: pricing.Money(a.neg(int64(t.UsageCost))), BilledCost: pricing.Money(a.neg(int64(t.BilledCost))),
 		UnpricedUsageTokens: a.neg(t.UnpricedUsageTokens), UnpricedBilledTokens: a.neg(t.UnpricedBilledTokens),
-		Saturated: t.Saturated || a.saturated,
+		LabelConflicts: a.neg(t.LabelConflicts),
+		Saturated:      t.Saturated || a.saturated,
 	}
 }
 
@@ -179,6 +193,9 @@ type Entry struct {
 	// and its tokens are counted as unpriced).
 	Cost     pricing.Money `json:"cost"`
 	Unpriced bool          `json:"unpriced,omitempty"`
+	// LabelConflict reports that the event's labels differ from its
+	// request's (those of the request's first accepted event).
+	LabelConflict bool `json:"label_conflict,omitempty"`
 }
 
 // Request is the record of one logical call in bucket ledger_requests:
@@ -196,6 +213,10 @@ type Request struct {
 	// Held is what the session record held for this request before the
 	// batch Seq; see the package comment.
 	Held Totals `json:"held"`
+	// HeldCell is what the request's rollup cell held for it before the
+	// batch Seq (as Held for the session; the two differ only after a
+	// crash between the sessions and the rollups of a batch).
+	HeldCell Totals `json:"held_cell"`
 	// Rules is the RulesVersion of the code that wrote the record; 0 for a
 	// record written before the rules were versioned.
 	Rules int `json:"rules"`

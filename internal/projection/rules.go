@@ -47,4 +47,10 @@ func (r *Request) Conflicts(ev *events.Attempt) bool {
 // of version 4, and each attempt priced (Entry.Cost, the money fields of
 // records and sessions; branch cost). A ledger written by either one
 // alone is rebuilt, not mixed.
-const RulesVersion = 5
+//
+// 6: a request's labels, label conflicts and rollup cell (fixed by its
+// first accepted event in stream order), the label conflicts summed in
+// sessions, and the rollups per cell in ledger_rollups (issue 20). A
+// record written before has no cell and counts in no rollup until a
+// rebuild.
+const RulesVersion = 6

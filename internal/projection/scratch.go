@@ -20,6 +20,7 @@ import (
 func ScratchNames(id string) Names {
 	var n Names
 	n.Requests, n.Sessions, n.State, n.Rejected, n.RejectedPrefix = names.RebuildScratch(id)
+	n.Rollups = names.RebuildScratchRollups(id)
 	return n
 }
 
@@ -27,10 +28,10 @@ func ScratchNames(id string) Names {
 // rest is the ID of its scratch set.
 const rebuildHolderPrefix = "rebuild-"
 
-// scratchStreams are the streams of a scratch set: the three buckets'
+// scratchStreams are the streams of a scratch set: the four buckets'
 // and the rejections'.
 func (n Names) scratchStreams() []string {
-	return []string{"KV_" + n.Requests, "KV_" + n.Sessions, "KV_" + n.State, n.Rejected}
+	return []string{"KV_" + n.Requests, "KV_" + n.Sessions, "KV_" + n.State, n.Rejected, "KV_" + n.Rollups}
 }
 
 // scratchSetOf returns the ID of the scratch set a stream belongs to, if

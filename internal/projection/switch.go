@@ -47,7 +47,7 @@ func (r *rebuild) recordSwitch(ctx context.Context, t *term, finish func() (uint
 		return err
 	}
 	sw := &switchRecord{Checkpoint: cp, Scratch: r.scratch, Rules: r.cfg.Rules, Prices: scp.Prices}
-	if sw.Requests, sw.Sessions, sw.Rejected, err = scratch.counts(ctx); err != nil {
+	if sw.Requests, sw.Sessions, sw.Rejected, sw.Rollups, err = scratch.counts(ctx); err != nil {
 		return err
 	}
 	if err := t.writeCheckpoint(ctx, r.live.stateW, checkpoint{Seq: t.cp.Seq, Switch: sw}); err != nil {
@@ -56,20 +56,25 @@ func (r *rebuild) recordSwitch(ctx context.Context, t *term, finish func() (uint
 	return t.hit(FaultSwitchRecorded)
 }
 
-// counts returns the messages in the streams of the requests and sessions
-// buckets and of the rejections.
-func (res *resources) counts(ctx context.Context) (reqs, sess, rej uint64, err error) {
-	for _, c := range []struct {
+// counts returns the messages in the streams of the requests, sessions
+// and rollups buckets (rol is 0 without rollups) and of the rejections.
+func (res *resources) counts(ctx context.Context) (reqs, sess, rej, rol uint64, err error) {
+	type count struct {
 		s jetstream.Stream
 		n *uint64
-	}{{res.requests.stream, &reqs}, {res.sessions.stream, &sess}, {res.rejected, &rej}} {
+	}
+	all := []count{{res.requests.stream, &reqs}, {res.sessions.stream, &sess}, {res.rejected, &rej}}
+	if res.rollups != nil {
+		all = append(all, count{res.rollups.stream, &rol})
+	}
+	for _, c := range all {
 		info, err := c.s.Info(ctx)
 		if err != nil {
-			return 0, 0, 0, fmt.Errorf("projection: reading %s: %w", c.s.CachedInfo().Config.Name, err)
+			return 0, 0, 0, 0, fmt.Errorf("projection: reading %s: %w", c.s.CachedInfo().Config.Name, err)
 		}
 		*c.n = info.State.Msgs
 	}
-	return reqs, sess, rej, nil
+	return reqs, sess, rej, rol, nil
 }
 
 // rebuildAdvice ends the message of ErrSwitchIncomplete.
@@ -93,14 +98,14 @@ func checkScratch(ctx context.Context, js jetstream.JetStream, sw *switchRecord)
 	if err != nil {
 		return gone(err)
 	}
-	reqs, sess, rej, err := scratch.counts(ctx)
+	reqs, sess, rej, rol, err := scratch.counts(ctx)
 	if err != nil {
 		return gone(err)
 	}
-	if cp.Seq != sw.Checkpoint || reqs != sw.Requests || sess != sw.Sessions || rej != sw.Rejected {
-		return fmt.Errorf("%w: the scratch copy is at checkpoint %d with %d/%d/%d messages in %s/%s/%s, the switch recorded %d with %d/%d/%d; %s",
-			ErrSwitchIncomplete, cp.Seq, reqs, sess, rej, sw.Scratch.Requests, sw.Scratch.Sessions, sw.Scratch.Rejected,
-			sw.Checkpoint, sw.Requests, sw.Sessions, sw.Rejected, rebuildAdvice)
+	if cp.Seq != sw.Checkpoint || reqs != sw.Requests || sess != sw.Sessions || rej != sw.Rejected || rol != sw.Rollups {
+		return fmt.Errorf("%w: the scratch copy is at checkpoint %d with %d/%d/%d/%d messages in %s/%s/%s/%s, the switch recorded %d with %d/%d/%d/%d; %s",
+			ErrSwitchIncomplete, cp.Seq, reqs, sess, rej, rol, sw.Scratch.Requests, sw.Scratch.Sessions, sw.Scratch.Rejected, sw.Scratch.Rollups,
+			sw.Checkpoint, sw.Requests, sw.Sessions, sw.Rejected, sw.Rollups, rebuildAdvice)
 	}
 	return nil
 }
@@ -136,6 +141,11 @@ func completeSwitch(ctx context.Context, js jetstream.JetStream, live *resources
 	}
 	if err := copyBucket(ctx, t, scratch.sessions, live.sessions, &t.sesLast, check, progress); err != nil {
 		return err
+	}
+	if scratch.rollups != nil && live.rollups != nil {
+		if err := copyBucket(ctx, t, scratch.rollups, live.rollups, &t.rolLast, check, progress); err != nil {
+			return err
+		}
 	}
 	if err := copyRejections(ctx, js, t, scratch, live, check); err != nil {
 		return err
@@ -336,6 +346,11 @@ func lookupResources(ctx context.Context, js jetstream.JetStream, n Names) (*res
 	}
 	if res.state, res.stateW, err = open(n.State); err != nil {
 		return nil, err
+	}
+	if n.Rollups != "" {
+		if _, res.rollups, err = open(n.Rollups); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }

@@ -44,7 +44,7 @@ type term struct {
 	cpRev   uint64
 	// The last sequence of each stream the term writes, as the term knows
 	// it: its own writes are the only ones since it began.
-	reqLast, sesLast, rejLast uint64
+	reqLast, sesLast, rolLast, rejLast uint64
 	// rejFloor is the original sequence of the last recorded rejection
 	// when the term began.
 	rejFloor uint64
@@ -82,6 +82,11 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 	}
 	if t.sesLast, err = res.sessions.fence(ctx, t.id); err != nil {
 		return nil, err
+	}
+	if res.rollups != nil {
+		if t.rolLast, err = res.rollups.fence(ctx, t.id); err != nil {
+			return nil, err
+		}
 	}
 	if t.rejLast, t.rejFloor, err = lastRejection(ctx, res.rejected, res.names.RejectedPrefix+">"); err != nil {
 		return nil, err

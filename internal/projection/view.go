@@ -3,6 +3,7 @@ package projection
 import (
 	"time"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/pricing"
 )
@@ -30,6 +31,25 @@ type RequestView struct {
 	UnpricedBilledTokens int64         `json:"unpriced_billed_tokens"`
 	FirstStartedAt       time.Time     `json:"first_started_at"`
 	LastFinishedAt       time.Time     `json:"last_finished_at"`
+	// Labels are those of the request's first accepted event in stream
+	// order (as its session_id); nil when it had none.
+	Labels api.Labels `json:"labels,omitempty"`
+	// LabelConflicts counts the accepted attempts (log entries) whose
+	// event's labels differ from Labels: counted, never mixed in.
+	LabelConflicts int64 `json:"label_conflicts,omitempty"`
+	// Cell is where the request is counted in the rollups, with Labels:
+	// the hour and the provider and model of its first accepted event in
+	// stream order, fixed for its life. nil for a record written before
+	// the rollups (rules < 6), which no rollup counts until a rebuild.
+	Cell *RecordCell `json:"cell,omitempty"`
+}
+
+// RecordCell is a request record's rollup cell but its labels (the
+// record's own).
+type RecordCell struct {
+	Hour     time.Time `json:"hour"`
+	Provider string    `json:"provider"`
+	Model    string    `json:"model"`
 }
 
 // View returns the contract fields of r.

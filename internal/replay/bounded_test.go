@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/names"
@@ -357,6 +358,9 @@ func TestAppendContractIsTheStoredPrefix(t *testing.T) {
 		r := projection.NewRequest("req-\u00e9\"x", "sess-1")
 		cut := event(3, "sess-1", "req-\u00e9\"x", 0, false, 40, 2)
 		cut.EstimatedInputTokens = est
+		if est != 0 { // labels, a label conflict and the cell too
+			cut.Labels = api.Labels{"team": "s<e>arch", "user": "u-1"}
+		}
 		r.Apply(cut)
 		r.Apply(event(4, "sess-1", "req-\u00e9\"x", 1, true, 41, 7))
 		stored, err := r.MarshalJSON()
@@ -366,6 +370,8 @@ func TestAppendContractIsTheStoredPrefix(t *testing.T) {
 		require.True(t, strings.HasSuffix(string(prefix), `,"log":`))
 		require.Equal(t, est != 0, strings.Contains(string(prefix), `"estimated_input_tokens":812`), string(prefix))
 		require.Contains(t, string(prefix), `"unpriced_billed_tokens":`)
+		require.Contains(t, string(prefix), `"cell":{"hour":`)
+		require.Equal(t, est != 0, strings.Contains(string(prefix), `"labels":{"team":"s\u003ce\u003earch","user":"u-1"},"label_conflicts":1,`), string(prefix))
 	}
 }
 

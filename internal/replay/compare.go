@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/agentledger/ledger/internal/events"
@@ -118,6 +120,25 @@ func appendContract(b []byte, r *projection.RequestView) []byte {
 	b = strconv.AppendInt(append(b, `,"unpriced_billed_tokens":`...), r.UnpricedBilledTokens, 10)
 	b = append(events.AppendTime(append(b, `,"first_started_at":"`...), r.FirstStartedAt), '"')
 	b = append(events.AppendTime(append(b, `,"last_finished_at":"`...), r.LastFinishedAt), '"')
+	if len(r.Labels) > 0 { // each of issue 20's members only when there is one, as the codec writes them
+		b = append(b, `,"labels":{`...)
+		for i, k := range slices.Sorted(maps.Keys(r.Labels)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(events.AppendString(b, k), ':')
+			b = events.AppendString(b, r.Labels[k])
+		}
+		b = append(b, '}')
+	}
+	if r.LabelConflicts != 0 {
+		b = strconv.AppendInt(append(b, `,"label_conflicts":`...), r.LabelConflicts, 10)
+	}
+	if c := r.Cell; c != nil {
+		b = append(events.AppendTime(append(b, `,"cell":{"hour":"`...), c.Hour), '"')
+		b = events.AppendString(append(b, `,"provider":`...), c.Provider)
+		b = append(events.AppendString(append(b, `,"model":`...), c.Model), '}')
+	}
 	return append(b, `,"log":`...)
 }
 

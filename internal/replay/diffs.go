@@ -29,15 +29,18 @@ type keyedDiff struct {
 	seq  uint64
 }
 
-// kindRank orders kinds in a report: sessions, requests, rejections.
+// kindRank orders kinds in a report: sessions, rollups, requests,
+// rejections.
 func kindRank(kind string) int {
 	switch kind {
 	case KindSession:
 		return 0
-	case KindRequest:
+	case KindRollup:
 		return 1
+	case KindRequest:
+		return 2
 	}
-	return 2
+	return 3
 }
 
 func less(a, b *keyedDiff) bool {
@@ -142,6 +145,14 @@ func (r *record) usage(prefix string, live, recomputed events.Usage) {
 	r.num(prefix+".reasoning_tokens", live.ReasoningTokens, recomputed.ReasoningTokens)
 }
 
+// cellString writes a record's cell for a Diff.
+func cellString(c *projection.RecordCell) string {
+	if c == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s %q %q", c.Hour.UTC().Format(time.RFC3339), c.Provider, c.Model)
+}
+
 func presence(ok bool) string {
 	if ok {
 		return "present"
@@ -171,6 +182,9 @@ func (c *diffs) request(id string, seq uint64, live, re *projection.RequestView)
 		live.UnpricedBilledTokens, re.UnpricedBilledTokens)
 	r.time("first_started_at", live.FirstStartedAt, re.FirstStartedAt)
 	r.time("last_finished_at", live.LastFinishedAt, re.LastFinishedAt)
+	r.str("labels", fmt.Sprint(map[string]string(live.Labels)), fmt.Sprint(map[string]string(re.Labels)))
+	r.num("label_conflicts", live.LabelConflicts, re.LabelConflicts)
+	r.str("cell", cellString(live.Cell), cellString(re.Cell))
 	return r.differ
 }
 
@@ -183,10 +197,12 @@ func (r *record) money(usage, reUsage, billed, reBilled pricing.Money, unpricedU
 	r.num("unpriced_billed_tokens", unpricedBilled, reUnpricedBilled)
 }
 
-// session compares a session record; a missing record counts as zero
-// totals, so that the deltas still add up.
-func (c *diffs) session(id string, seq uint64, inLive, inRe bool, live, re projection.Totals) bool {
-	r := &record{c: c, kind: KindSession, id: id, seq: seq}
+// totals compares a session record or a rollup (kind); a missing record
+// counts as zero totals, so that the deltas still add up. The Drift's
+// deltas sum the sessions only (the rollups hold the same requests
+// again).
+func (c *diffs) totals(kind, id string, seq uint64, inLive, inRe bool, live, re projection.Totals) bool {
+	r := &record{c: c, kind: kind, id: id, seq: seq}
 	if inLive != inRe {
 		r.add(FieldRecord, presence(inLive), presence(inRe), nil)
 	}
@@ -200,8 +216,12 @@ func (c *diffs) session(id string, seq uint64, inLive, inRe bool, live, re proje
 	r.num("estimated_input_tokens", live.EstimatedInputTokens, re.EstimatedInputTokens)
 	r.money(live.UsageCost, re.UsageCost, live.BilledCost, re.BilledCost, live.UnpricedUsageTokens, re.UnpricedUsageTokens,
 		live.UnpricedBilledTokens, re.UnpricedBilledTokens)
+	r.num("label_conflicts", live.LabelConflicts, re.LabelConflicts)
 	if live.Saturated != re.Saturated {
 		r.add("saturated", strconv.FormatBool(live.Saturated), strconv.FormatBool(re.Saturated), nil)
+	}
+	if kind != KindSession {
+		return r.differ
 	}
 	c.d.UsageDelta = c.d.UsageDelta.Add(live.Usage.Sub(re.Usage))
 	c.d.BilledDelta = c.d.BilledDelta.Add(live.Billed.Sub(re.Billed))

@@ -274,6 +274,23 @@ func (v *verifier) liveFor(ctx context.Context, rs []*openReq, end uint64) error
 	return nil
 }
 
+// addToCell adds a finished request to its rollup cell's totals, as to
+// its session's: at the checkpoint, and at the cell's own sequence when
+// its live record is newer. A request's cell is fixed by its first
+// accepted event, so it is the same at every point where it exists.
+func (v *verifier) addToCell(ctx context.Context, r *openReq, atP *projection.Request) error {
+	cell, ok := r.rec.RollupCell()
+	if !ok {
+		return nil
+	}
+	key := cell.Key()
+	var atS projection.Totals
+	if s, late := v.rols.lateTarget(key); late {
+		atS = v.stateAt(r, s).Contribution()
+	}
+	return v.rols.add(ctx, key, atP.Contribution(), atS)
+}
+
 // finish adds a finished request to its session's totals, compares it
 // with its live record and forgets it.
 func (v *verifier) finish(ctx context.Context, r *openReq) error {
@@ -287,6 +304,9 @@ func (v *verifier) finish(ctx context.Context, r *openReq) error {
 		atS = v.stateAt(r, s).Contribution()
 	}
 	if err := v.sess.add(ctx, owner, atP.Contribution(), atS); err != nil {
+		return err
+	}
+	if err := v.addToCell(ctx, r, atP); err != nil {
 		return err
 	}
 	if err := v.compareFinished(ctx, r, atP); err != nil {

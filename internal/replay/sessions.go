@@ -14,9 +14,9 @@ import (
 // read them than verify keeps track of; run verify again.
 var ErrTooBusy = errors.New("replay: the live ledger changed too much while verify read it")
 
-// sessionTotals is what verify knows of one session: the live record it
-// read at the start and the recomputed totals, summed over the session's
-// requests as each is finished. Partial sums add up, so one spilled to a
+// sessionTotals is what verify knows of one session (or one rollup
+// cell): the live record it read at the start and the recomputed totals,
+// summed over the session's requests as each is finished. Partial sums add up, so one spilled to a
 // scratch bucket is merged, never reread.
 type sessionTotals struct {
 	Live    projection.Totals `json:"live"`
@@ -37,8 +37,12 @@ func (t *sessionTotals) merge(o *sessionTotals) {
 }
 
 // sessionStore holds every session's sessionTotals: up to max in memory,
-// the rest merged into a scratch bucket.
+// the rest merged into a scratch bucket. The same store holds the rollup
+// cells (kind KindRollup, keyed by their ledger_rollups key): a rollup is
+// summed over its requests as a session is, and compared the same way.
 type sessionStore struct {
+	kind    string // KindSession or KindRollup
+	bucket  string // the live bucket
 	p       uint64 // the live checkpoint
 	max     int
 	mem     map[string]*sessionTotals
@@ -50,7 +54,27 @@ type sessionStore struct {
 }
 
 func newSessionStore(p uint64, lim limits, s *scratch) *sessionStore {
-	return &sessionStore{p: p, max: lim.sessions, maxLate: lim.late, mem: map[string]*sessionTotals{}, late: map[string]uint64{}, scratch: s}
+	return &sessionStore{kind: KindSession, bucket: names.SessionsBucket, p: p, max: lim.sessions, maxLate: lim.late,
+		mem: map[string]*sessionTotals{}, late: map[string]uint64{}, scratch: s}
+}
+
+// newRollupStore is the store of the rollup cells.
+func newRollupStore(p uint64, lim limits, s *scratch) *sessionStore {
+	st := newSessionStore(p, lim, s)
+	st.kind, st.bucket = KindRollup, names.RollupsBucket
+	return st
+}
+
+// decode reads a live record's totals and watermark.
+func (st *sessionStore) decode(value []byte) (projection.Totals, uint64, error) {
+	if st.kind == KindRollup {
+		var c projection.Rollup
+		err := json.Unmarshal(value, &c)
+		return c.Totals, c.Seq, err
+	}
+	var s projection.Session
+	err := json.Unmarshal(value, &s)
+	return s.Totals, s.Seq, err
 }
 
 // readLive reads every live session record once, just after the live
@@ -62,21 +86,21 @@ func newSessionStore(p uint64, lim limits, s *scratch) *sessionStore {
 func (st *sessionStore) readLive(ctx context.Context, v *verifier) (uint64, error) {
 	target := st.p
 	var overflow []kvPut
-	err := eachKV(ctx, v.js, "KV_"+names.SessionsBucket, "$KV."+names.SessionsBucket+".", func(e kvEntry) error {
+	err := eachKV(ctx, v.js, "KV_"+st.bucket, "$KV."+st.bucket+".", func(e kvEntry) error {
 		t := &sessionTotals{}
 		if !e.deleted {
-			var s projection.Session
-			if err := json.Unmarshal(e.value, &s); err != nil {
-				return fmt.Errorf("replay: record %s/%s is not readable: %w", names.SessionsBucket, e.key, err)
+			live, seq, err := st.decode(e.value)
+			if err != nil {
+				return fmt.Errorf("replay: record %s/%s is not readable: %w", st.bucket, e.key, err)
 			}
-			t.Live, t.LiveSeq, t.InLive = s.Totals, s.Seq, true
+			t.Live, t.LiveSeq, t.InLive = live, seq, true
 		}
 		delete(st.late, e.key)
 		if t.InLive && t.LiveSeq > st.p {
 			st.late[e.key] = t.LiveSeq
 			target = max(target, t.LiveSeq)
 			if len(st.late) > st.maxLate {
-				return fmt.Errorf("%w: the live aggregator rewrote more than %d sessions after checkpoint %d while verify read them; run verify again", ErrTooBusy, st.maxLate, st.p)
+				return fmt.Errorf("%w: the live aggregator rewrote more than %d %ss after checkpoint %d while verify read them; run verify again", ErrTooBusy, st.maxLate, st.kind, st.p)
 			}
 		}
 		if old := st.mem[e.key]; old != nil || len(st.mem) < st.max {
@@ -118,7 +142,7 @@ func (st *sessionStore) ensureSpill(ctx context.Context) error {
 	if st.spill != nil {
 		return nil
 	}
-	b, err := st.scratch.bucket(ctx, "sessions")
+	b, err := st.scratch.bucket(ctx, st.kind+"s")
 	if err != nil {
 		return err
 	}
@@ -240,8 +264,12 @@ func (st *sessionStore) compare(c *diffs, id string, t *sessionTotals) {
 	if !t.InLive && !inRe {
 		return
 	}
-	c.d.SessionsChecked++
-	if c.session(id, seq, t.InLive, inRe, t.Live, re) {
-		c.d.SessionsDiffer++
+	checked, differ := &c.d.SessionsChecked, &c.d.SessionsDiffer
+	if st.kind == KindRollup {
+		checked, differ = &c.d.RollupsChecked, &c.d.RollupsDiffer
+	}
+	*checked++
+	if c.totals(st.kind, id, seq, t.InLive, inRe, t.Live, re) {
+		*differ++
 	}
 }
