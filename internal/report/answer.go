@@ -63,8 +63,13 @@ func scanRequests(ctx context.Context, js jetstream.JetStream, q Query) (*Result
 	return g.result(FromRequests), nil
 }
 
-// requestCell is the cell of a request record.
+// requestCell is the rollup cell of a request record. A record written
+// before the rollups has none until a rebuild: it counts in the hour it
+// first started, under its provider and model, without labels.
 func requestCell(r *projection.Request) projection.Cell {
+	if c, ok := r.RollupCell(); ok {
+		return c
+	}
 	return projection.Cell{Hour: r.FirstStartedAt.UTC().Truncate(time.Hour), Provider: r.Provider, Model: r.Model}
 }
 

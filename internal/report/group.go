@@ -58,7 +58,7 @@ func measure(t projection.Totals) Measures {
 		OverheadTokens: (t.Billed.InputTokens + t.Billed.OutputTokens) - (t.Usage.InputTokens + t.Usage.OutputTokens),
 		UsageCost:      t.UsageCost, BilledCost: t.BilledCost, OverheadCost: t.BilledCost - t.UsageCost,
 		UnpricedBilledTokens: t.UnpricedBilledTokens,
-		LabelConflicts:       labelConflicts(t),
+		LabelConflicts:       t.LabelConflicts,
 		Saturated:            t.Saturated || sumOverflows(t.Usage.InputTokens, t.Usage.OutputTokens) || sumOverflows(t.Billed.InputTokens, t.Billed.OutputTokens),
 	}
 }
@@ -66,10 +66,6 @@ func measure(t projection.Totals) Measures {
 // sumOverflows reports whether a + b (both not negative) passes
 // projection.Ceiling.
 func sumOverflows(a, b int64) bool { return a > projection.Ceiling-b }
-
-// labelConflicts is the count of accepted events whose labels differed
-// from their request's.
-func labelConflicts(projection.Totals) int64 { return 0 }
 
 // gkey is a group's key: the string value of each dimension, and the
 // hour or day (Unix seconds) of a time dimension.

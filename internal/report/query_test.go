@@ -312,18 +312,31 @@ func TestGroupRequests(t *testing.T) {
 		r.Log = make([]projection.Entry, attempts)
 		return r
 	}
+	// celled gives r the cell of its first accepted event: another hour
+	// and model than the winning attempt's (a fallback), and labels.
+	celled := func(r projection.Request, hour time.Time, model string, labels api.Labels, conflicts int64) projection.Request {
+		r.Cell = &projection.RecordCell{Hour: hour, Provider: providerOf(model), Model: model}
+		r.Labels, r.LabelConflicts = labels, conflicts
+		return r
+	}
 	rs := []projection.Request{
-		req("r1", "s1", "gpt-4.1", h0.Add(10*time.Minute), 1, 100),
-		req("r2", "s1", "gpt-4.1", h0.Add(26*time.Hour+5*time.Minute), 3, 100),
-		req("r3", "s2", "claude-sonnet-4-5", h0.Add(26*time.Hour), 2, 50),
+		celled(req("r1", "s1", "gpt-4.1", h0.Add(10*time.Minute), 1, 100), h0, "gpt-4.1", api.Labels{"team": "ads"}, 0),
+		celled(req("r2", "s1", "gpt-4.1-mini", h0.Add(26*time.Hour+5*time.Minute), 3, 100), h0.Add(25*time.Hour), "gpt-4.1", api.Labels{"team": "ads"}, 2),
+		req("r3", "s2", "claude-sonnet-4-5", h0.Add(26*time.Hour), 2, 50), // written before the rollups: no cell
 		{}, // a record without an accepted event counts nowhere
 	}
-	r := GroupRequests(rs, Query{By: mustBy(t, "request,session,day"), Since: h0.Add(24 * time.Hour)})
+	r := GroupRequests(rs, Query{By: mustBy(t, "request,session,model,label:team,hour"), Since: h0.Add(24 * time.Hour)})
 	require.Equal(t, FromRequests, r.Source)
 	require.Len(t, r.Rows, 2)
-	require.Equal(t, []string{"r2", "s1", "2026-12-02"}, r.Rows[0].Values)
+	require.Equal(t, []string{"r2", "s1", "gpt-4.1", "ads", "2026-12-02T01:00:00Z"}, r.Rows[0].Values, "the cell's hour, model and labels")
 	require.EqualValues(t, 200, r.Rows[0].OverheadTokens)
-	require.Equal(t, []string{"r3", "s2", "2026-12-02"}, r.Rows[1].Values)
+	require.EqualValues(t, 2, r.Rows[0].LabelConflicts)
+	require.Equal(t, []string{"r3", "s2", "claude-sonnet-4-5", "", "2026-12-02T02:00:00Z"}, r.Rows[1].Values, "no cell: the hour it started, its model, no labels")
+
+	r = GroupRequests(rs, Query{By: mustBy(t, "label:team")})
+	require.Len(t, r.Rows, 2)
+	require.EqualValues(t, 2, r.Rows[0].Requests)
+	require.EqualValues(t, 2, r.Total.LabelConflicts)
 }
 
 func TestWriteRows(t *testing.T) {
@@ -331,6 +344,7 @@ func TestWriteRows(t *testing.T) {
 		rollup(0, "gpt-4.1", api.Labels{"team": "search"}, 2, 100, 10, 1_500_000_001),
 		rollup(1, "claude-sonnet-4-5", nil, 1, 50, 5, 0),
 	}
+	rs[0].LabelConflicts = 3
 	q := Query{By: mustBy(t, "label:team,day"), Sort: SortCost, Since: h0}
 	r := GroupRollups(rs, q)
 	r.Applied, r.StreamLast = 7, 9
@@ -344,7 +358,7 @@ func TestWriteRows(t *testing.T) {
 		"usage_cost_nano_usd", "usage_cost_usd", "billed_cost_nano_usd", "billed_cost_usd", "overhead_cost_nano_usd", "overhead_cost_usd",
 		"unpriced_billed_tokens", "label_conflicts", "saturated"}, recs[0], "the column names are stable")
 	require.Equal(t, []string{"search", "2026-12-01", "1", "2", "1", "110", "220", "110",
-		"1500000001", "1.500000001", "3000000002", "3.000000002", "1500000001", "1.500000001", "0", "0", "false"}, recs[1])
+		"1500000001", "1.500000001", "3000000002", "3.000000002", "1500000001", "1.500000001", "0", "3", "false"}, recs[1])
 	require.Equal(t, "", recs[2][0], "no such label: an empty field (a label value is never empty)")
 	require.Len(t, recs, 3, "no total line")
 
@@ -380,12 +394,13 @@ func TestWriteRows(t *testing.T) {
 	out := b.String()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Equal(t, []string{"LABEL:TEAM", "DAY", "REQUESTS"}, strings.Fields(lines[0])[:3])
-	require.Equal(t, []string{"search", "2026-12-01", "1", "2", "1", "110", "220", "110", "100.0%", "1.500000001", "3.000000002", "1.500000001", "0", "0"}, strings.Fields(lines[1]))
+	require.Equal(t, []string{"search", "2026-12-01", "1", "2", "1", "110", "220", "110", "100.0%", "1.500000001", "3.000000002", "1.500000001", "0", "3"}, strings.Fields(lines[1]))
 	require.Equal(t, "(none)", strings.Fields(lines[2])[0])
 	require.Equal(t, "TOTAL", strings.Fields(lines[3])[0])
 	require.Contains(t, out, "2 groups, by cost, most first, from the rollups (one record per hour, provider, model and labels), hours from 2026-12-01T00:00:00Z; applied through stream sequence 7 of 9 (2 events not applied yet).")
 	require.Contains(t, out, "(none): requests without that label.")
 	require.Contains(t, out, "55 billed tokens had no price")
+	require.Contains(t, out, "3 accepted events carried labels other than their request's first: counted in their request's cell, their labels ignored.")
 }
 
 func TestWriteRowsSaturated(t *testing.T) {
