@@ -12,8 +12,10 @@
 #   5. the wrong-price story: the ledger was priced with a catalog whose
 #      gpt-4.1-mini input price is ten times too high; the fixed catalog is
 #      loaded, verify reports the drift in money, a rebuild re-prices the
-#      whole history, verify says identical; then we stop the aggregator
-#      with SIGTERM (it finishes its batch and exits).
+#      whole history, verify says identical;
+#   6. the rollups answer by model, by hour, and by team and day
+#      (aggregator report --by); then we stop the aggregator with SIGTERM
+#      (it finishes its batch and exits).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -109,6 +111,10 @@ echo "== verify after the rebuild"
 "$BIN/aggregator" verify --nats-url "$URL"
 echo "== the ledger in money, re-priced"
 "$BIN/aggregator" report --nats-url "$URL"
+echo "== the rollups (ledger_rollups, one record per hour, provider, model and labels): by model, by hour, by team and day"
+"$BIN/aggregator" report --nats-url "$URL" --by model
+"$BIN/aggregator" report --nats-url "$URL" --by hour
+"$BIN/aggregator" report --nats-url "$URL" --by label:team,day
 
 stop_agg
 trap - EXIT
