@@ -1,13 +1,22 @@
 package report
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"math/rand/v2"
+	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/projection"
+	"github.com/agentledger/ledger/internal/topology"
 )
 
 // benchFleet is issue 20's ledger of 1M requests: 30 days of hours, four
@@ -23,6 +32,12 @@ var benchRollups = sync.OnceValues(func() ([]projection.Rollup, []projection.Rol
 	rng := rand.New(rand.NewPCG(20, 20))
 	return genRollups(rng, benchFleet(1)), genRollups(rng, benchFleet(5))
 })
+
+// benchLedger is a generated ledger's rollups, named.
+type benchLedger struct {
+	name string
+	rs   []projection.Rollup
+}
 
 // benchQueries are the queries of the benchmarks: issue 20's questions.
 func benchQueries(b *testing.B) map[string]Query {
@@ -48,10 +63,7 @@ func benchQueries(b *testing.B) map[string]Query {
 //	go test -run '^$' -bench GroupAndPrint -benchmem ./internal/report/
 func BenchmarkGroupAndPrint(b *testing.B) {
 	small, large := benchRollups()
-	for _, ledger := range []struct {
-		name string
-		rs   []projection.Rollup
-	}{{"1user-per-team", small}, {"5users-per-team", large}} {
+	for _, ledger := range []benchLedger{{"1user-per-team", small}, {"5users-per-team", large}} {
 		for name, q := range benchQueries(b) {
 			b.Run(ledger.name+"/"+name, func(b *testing.B) {
 				b.ReportMetric(float64(len(ledger.rs)), "cells")
@@ -63,4 +75,88 @@ func BenchmarkGroupAndPrint(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkAnswer is the whole report path of `aggregator report --by` on
+// a 1M-request ledger: its rollups stored in bucket ledger_rollups of an
+// embedded JetStream server (file storage, as the projection writes
+// them: Rollup's encoder, Cell.Key), then for each query read
+// (projection.ReadRollups, only the hours in range), group, order, cut
+// and print the table.
+//
+// cpu-ms/op is the CPU the process (report and server) spent per query,
+// which a loaded machine does not stretch as it does the wall time.
+//
+// The ledger with 5 users a team (about 280,000 cells) runs only with
+// LEDGER_BENCH_LARGE=1: there, ReadRollups's listing of the bucket's
+// keys (a stream info of every subject) outlasts the JetStream API
+// timeout (5 s) on a loaded machine and the query fails.
+//
+//	go test -run '^$' -bench Answer -benchmem ./internal/report/
+func BenchmarkAnswer(b *testing.B) {
+	small, large := benchRollups()
+	ledgers := []benchLedger{{"1user-per-team", small}}
+	if os.Getenv("LEDGER_BENCH_LARGE") == "1" {
+		ledgers = append(ledgers, benchLedger{"5users-per-team", large})
+	}
+	for _, ledger := range ledgers {
+		b.Run(ledger.name, func(b *testing.B) {
+			_, _, js := natstest.StartJS(b)
+			putRollups(b, js, ledger.rs)
+			for name, q := range benchQueries(b) {
+				b.Run(name, func(b *testing.B) {
+					b.ReportMetric(float64(len(ledger.rs)), "cells")
+					cpu, n := processCPU(b), 0
+					for b.Loop() {
+						n++
+						r, err := Answer(b.Context(), js, q)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if err := WriteRowsTable(io.Discard, r); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64((processCPU(b)-cpu).Milliseconds())/float64(n), "cpu-ms/op")
+				})
+			}
+		})
+	}
+}
+
+// putRollups stores rs in bucket ledger_rollups as the projection does.
+func putRollups(b *testing.B, js jetstream.JetStream, rs []projection.Rollup) {
+	b.Helper()
+	ctx := context.Background()
+	if _, err := topology.EnsureBucket(ctx, js, topology.Config{}, names.RollupsBucket, ""); err != nil {
+		b.Fatal(err)
+	}
+	for i := range rs {
+		data, err := json.Marshal(&rs[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := js.PublishAsync("$KV."+names.RollupsBucket+"."+rs[i].Key(), data); err != nil {
+			b.Fatal(err)
+		}
+		if i%1000 == 999 || i == len(rs)-1 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+// processCPU is the CPU time (user and system) the process has used so
+// far: the report's and the embedded server's, which share the process.
+// Per query it is what the answer costs whatever else runs on the
+// machine, which stretches the wall time.
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
