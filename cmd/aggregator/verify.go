@@ -105,8 +105,8 @@ func writeDriftTable(w io.Writer, d *replay.Drift, limit int) error {
 	}
 	verdict := "identical"
 	if !d.Identical() {
-		verdict = fmt.Sprintf("%s, %s and %s differ; live minus recomputed: usage %s tokens, billed %s tokens; in money: usage %s, billed %s USD, unpriced %s tokens",
-			plural(d.SessionsDiffer, "session"), plural(d.RequestsDiffer, "request"), plural(d.RejectionsDiffer, "rejection"),
+		verdict = fmt.Sprintf("%s, %s, %s and %s differ; live minus recomputed: usage %s tokens, billed %s tokens; in money: usage %s, billed %s USD, unpriced %s tokens",
+			plural(d.SessionsDiffer, "session"), plural(d.RollupsDiffer, "rollup"), plural(d.RequestsDiffer, "request"), plural(d.RejectionsDiffer, "rejection"),
 			signed(d.UsageTokenDelta), signed(d.BilledTokenDelta), signedMoney(d.UsageCostDelta), signedMoney(d.BilledCostDelta),
 			signed(d.UnpricedTokenDelta))
 	}
@@ -114,8 +114,8 @@ func writeDriftTable(w io.Writer, d *replay.Drift, limit int) error {
 		fmt.Fprintf(w, "recomputed with the current price catalog %s; the ledger prices with %s: `aggregator rebuild` re-prices its history\n",
 			d.Prices, orNone(d.LedgerPrices))
 	}
-	_, err := fmt.Fprintf(w, "checked %s, %s and %s at live checkpoint %d: %s\n",
-		plural(d.SessionsChecked, "session"), plural(d.RequestsChecked, "request"), plural(d.RejectionsChecked, "rejection"),
+	_, err := fmt.Fprintf(w, "checked %s, %s, %s and %s at live checkpoint %d: %s\n",
+		plural(d.SessionsChecked, "session"), plural(d.RollupsChecked, "rollup"), plural(d.RequestsChecked, "request"), plural(d.RejectionsChecked, "rejection"),
 		d.Checkpoint, verdict)
 	return err
 }

@@ -184,7 +184,7 @@ var SwitchPoints = []FaultPoint{FaultSwitchRecorded, FaultSwitchCopy, FaultSwitc
 
 // PausePoints lists the points of a batch where the pause tests freeze a
 // holder.
-var PausePoints = []FaultPoint{FaultAfterRead, FaultAfterLoad, FaultBetweenBuckets, FaultBeforeCheckpoint, FaultNextPrepared}
+var PausePoints = []FaultPoint{FaultAfterRead, FaultAfterLoad, FaultBetweenBuckets, FaultAfterSessions, FaultBeforeCheckpoint, FaultNextPrepared}
 
 // seam is Config.Faults; nil in production.
 type seam func(FaultPoint) error

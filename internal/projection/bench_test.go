@@ -12,19 +12,30 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/pricing"
+	"github.com/agentledger/ledger/internal/topology"
 )
 
 // BenchmarkCatchUp measures the aggregator applying a stream of events
 // into empty buckets: ~1.3 attempts per request, 20 % of requests with a
-// billed failed attempt. Reported as events/s.
+// billed failed attempt, a team label of ten, over about 28 hours (some
+// 560 rollup cells). Reported as events/s, with the rollups and without
+// them (Names.Rollups empty, the comparison of issue 20).
 //
 //	go test -run '^$' -bench CatchUp -benchtime 1x ./internal/projection/
 func BenchmarkCatchUp(b *testing.B) {
-	for _, size := range []struct{ events, sessions int }{{100_000, 1_000}} {
-		b.Run(fmt.Sprintf("events=%d/sessions=%d", size.events, size.sessions), func(b *testing.B) {
+	withRollups := LiveNames()
+	without := withRollups
+	without.Rollups = ""
+	for _, size := range []struct {
+		events, sessions int
+		rollups          string
+		names            Names
+	}{{100_000, 1_000, "with", withRollups}, {100_000, 1_000, "without", without}} {
+		b.Run(fmt.Sprintf("events=%d/sessions=%d/rollups=%s", size.events, size.sessions, size.rollups), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				e := newEnv(b)
@@ -33,7 +44,7 @@ func BenchmarkCatchUp(b *testing.B) {
 				last := e.lastSeq()
 				b.StartTimer()
 				start := time.Now()
-				agg, err := New(Config{JS: e.js, LeaseTTL: time.Second, BatchSize: benchBatch()})
+				agg, err := New(Config{JS: e.js, LeaseTTL: time.Second, BatchSize: benchBatch(), Names: size.names})
 				require.NoError(b, err)
 				runCtx, cancel := context.WithCancel(ctx)
 				done := make(chan error, 1)
@@ -58,15 +69,17 @@ func fillStream(b *testing.B, e *env, events, sessions int) int {
 	n, req := 0, 0
 	for n < events {
 		req++
-		session := fmt.Sprintf("s%d", rng.IntN(sessions))
+		s := rng.IntN(sessions)
+		session := fmt.Sprintf("s%d", s)
 		request := fmt.Sprintf("r%d", req)
+		labels := api.Labels{"team": fmt.Sprintf("team-%d", s%10)}
 		attempt := 0
 		if rng.IntN(5) == 0 {
-			publishAsync(b, e, evSpec{n: n, session: session, request: request, attempt: 0, in: 500}.wire(b))
+			publishAsync(b, e, evSpec{n: n, session: session, request: request, attempt: 0, in: 500, labels: labels}.wire(b))
 			n++
 			attempt = 1
 		}
-		publishAsync(b, e, evSpec{n: n, session: session, request: request, attempt: attempt, success: true, in: 500, out: 1200}.wire(b))
+		publishAsync(b, e, evSpec{n: n, session: session, request: request, attempt: attempt, success: true, in: 500, out: 1200, labels: labels}.wire(b))
 		n++
 	}
 	<-e.js.PublishAsyncComplete()
@@ -167,5 +180,38 @@ func BenchmarkPriceAttempt(b *testing.B) {
 	}
 	for b.Loop() {
 		PriceAttempt(cat, ev)
+	}
+}
+
+// BenchmarkReadRollups reads every cell of a ledger_rollups of 50,000
+// cells (a ledger of 1M requests over a month of hours, models and teams
+// has tens of thousands), as the report does. Reported as cells/s and
+// the time of one read.
+//
+//	go test -run '^$' -bench ReadRollups -benchtime 3x ./internal/projection/
+func BenchmarkReadRollups(b *testing.B) {
+	const cells = 50_000
+	e := newEnv(b)
+	ctx := context.Background()
+	res, err := openResources(ctx, e.js, topology.Config{}, LiveNames(), nil)
+	require.NoError(b, err)
+	var puts []put
+	for i := range cells {
+		c := &Rollup{Cell: Cell{Hour: t0.Add(time.Duration(i%720) * time.Hour), Provider: "openai", Model: fmt.Sprintf("gpt-%d", i/720%10),
+			Labels: api.Labels{"team": fmt.Sprintf("team-%d", i/7200), "user": fmt.Sprintf("u-%d", i)}},
+			Totals: Totals{Requests: 20, Succeeded: 20, Attempts: 26, Usage: events.Usage{InputTokens: 10_000, OutputTokens: 24_000}}, Seq: 1, Rules: RulesVersion}
+		puts = append(puts, put{key: c.Key(), value: c.appendJSON(nil)})
+		if len(puts) == 5000 || i == cells-1 {
+			require.NoError(b, res.rollups.putAll(ctx, puts, nil))
+			puts = puts[:0]
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		all, err := ReadRollups(ctx, e.js, LiveNames(), RollupFilter{})
+		require.NoError(b, err)
+		require.Len(b, all, cells)
+		b.ReportMetric(float64(cells)/time.Since(start).Seconds(), "cells/s")
 	}
 }

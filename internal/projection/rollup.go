@@ -50,7 +50,7 @@ type RollupFilter struct {
 // (Names.Rollups empty).
 var ErrNoRollups = errors.New("projection: the ledger has no rollups")
 
-// Cell returns the request's rollup cell; ok is false for a record
+// RollupCell returns the request's rollup cell; ok is false for a record
 // written before the rollups (no cell) or not yet created.
 func (r *Request) RollupCell() (c Cell, ok bool) {
 	if r.Cell == nil {

@@ -267,3 +267,53 @@ func TestVerifyRefuses(t *testing.T) {
 		require.ErrorIs(t, err, ErrIncomplete)
 	})
 }
+
+// Verify compares every cell of ledger_rollups with the sum of its
+// recomputed requests: a cell whose totals drifted and a cell that is
+// gone are each reported, as kind rollup under its key, with the delta.
+func TestVerifyReportsRollupDrift(t *testing.T) {
+	ctx := context.Background()
+	js := startJS(t)
+	w := ledgertest.Generate(rand.New(rand.NewPCG(9, 2)), ledgertest.Spec{Sessions: 4, Calls: 60})
+	ledgertest.Publish(t, js, w.Messages)
+	project(t, js, nil)
+	d := verify(t, js, Options{})
+	require.True(t, d.Identical(), "%+v", d.Diffs)
+	cells, err := projection.ReadRollups(ctx, js, projection.LiveNames(), projection.RollupFilter{})
+	require.NoError(t, err)
+	require.NotEmpty(t, cells)
+	require.Equal(t, len(cells), d.RollupsChecked)
+	var requests int64
+	for _, c := range cells {
+		requests += c.Requests
+	}
+	require.Equal(t, int64(len(w.Requests)), requests, "every request is in one cell")
+
+	kv, err := js.KeyValue(ctx, names.RollupsBucket)
+	require.NoError(t, err)
+	changed := cells[0]
+	changed.Attempts += 3
+	data, err := json.Marshal(&changed)
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, changed.Key(), data)
+	require.NoError(t, err)
+	if len(cells) > 1 {
+		require.NoError(t, kv.Delete(ctx, cells[1].Key()))
+	}
+
+	d = verify(t, js, Options{})
+	require.False(t, d.Identical())
+	require.Zero(t, d.SessionsDiffer)
+	require.Zero(t, d.RequestsDiffer)
+	require.Equal(t, min(2, len(cells)), d.RollupsDiffer)
+	var found bool
+	for _, df := range d.Diffs {
+		require.Equal(t, KindRollup, df.Kind, "%+v", df)
+		if df.ID == changed.Key() {
+			require.Equal(t, "attempts", df.Field)
+			require.Equal(t, int64(3), *df.Delta)
+			found = true
+		}
+	}
+	require.True(t, found, "%+v", d.Diffs)
+}

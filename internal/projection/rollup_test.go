@@ -1,0 +1,84 @@
+package projection
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentledger/ledger/api"
+	"github.com/agentledger/ledger/internal/topology"
+)
+
+// ReadRollups returns the cells whose hour is in [Since, Until), a bound
+// inside an hour included: a cell's hour is its start, so Since 12:30
+// leaves out the cell of 12:00 and Until 14:30 keeps the one of 14:00.
+// The fence marker is not a cell; a ledger without rollups says so.
+func TestReadRollupsFilter(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := openResources(ctx, e.js, topology.Config{}, LiveNames(), nil)
+	require.NoError(t, err)
+	_, err = res.rollups.fence(ctx, 1)
+	require.NoError(t, err)
+	var puts []put
+	for h := range 4 { // 12:00, 13:00, 14:00, 15:00
+		c := &Rollup{Cell: Cell{Hour: t0.Add(time.Duration(h) * time.Hour), Provider: "anthropic", Model: "m", Labels: api.Labels{"team": "a"}},
+			Totals: Totals{Requests: int64(h + 1)}, Seq: 3}
+		puts = append(puts, put{key: c.Key(), value: c.appendJSON(nil)})
+	}
+	require.NoError(t, res.rollups.putAll(ctx, puts, nil))
+	hours := func(f RollupFilter) []int {
+		t.Helper()
+		all, err := ReadRollups(ctx, e.js, LiveNames(), f)
+		require.NoError(t, err)
+		var out []int
+		for _, c := range all {
+			out = append(out, int(c.Hour.Sub(t0)/time.Hour))
+			require.Equal(t, c.Requests, int64(c.Hour.Sub(t0)/time.Hour)+1)
+			require.Equal(t, api.Labels{"team": "a"}, c.Labels)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		f    RollupFilter
+		want []int
+	}{
+		{"all", RollupFilter{}, []int{0, 1, 2, 3}},
+		{"since on the hour", RollupFilter{Since: t0.Add(time.Hour)}, []int{1, 2, 3}},
+		{"since inside an hour", RollupFilter{Since: t0.Add(30 * time.Minute)}, []int{1, 2, 3}},
+		{"until on the hour", RollupFilter{Until: t0.Add(2 * time.Hour)}, []int{0, 1}},
+		{"until inside an hour", RollupFilter{Until: t0.Add(2*time.Hour + 30*time.Minute)}, []int{0, 1, 2}},
+		{"both, another zone", RollupFilter{Since: t0.Add(time.Hour).In(time.FixedZone("UTC+5:30", 19800)), Until: t0.Add(3 * time.Hour)}, []int{1, 2}},
+		{"empty", RollupFilter{Since: t0.Add(2 * time.Hour), Until: t0.Add(2 * time.Hour)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, hours(tc.f)) })
+	}
+	none := LiveNames()
+	none.Rollups = ""
+	_, err = ReadRollups(ctx, e.js, none, RollupFilter{})
+	require.ErrorIs(t, err, ErrNoRollups)
+}
+
+// Without rollups (Names.Rollups empty, the benchmark's comparison) the
+// aggregator projects requests and sessions as ever and creates no
+// rollups bucket.
+func TestAggregatorWithoutRollups(t *testing.T) {
+	e := newEnv(t)
+	ws := sessionEvents(t, 1, 5)
+	e.publish(ws...)
+	n := LiveNames()
+	n.Rollups = ""
+	e.start(Config{Names: n})
+	e.waitCheckpoint(e.lastSeq())
+	m := buildModel(ws)
+	reqs, sess := e.ledger()
+	require.Equal(t, m.requests, reqs)
+	require.Equal(t, m.sessions, sess)
+	_, err := e.js.KeyValue(context.Background(), n.Requests)
+	require.NoError(t, err)
+	_, err = e.js.KeyValue(context.Background(), LiveNames().Rollups)
+	require.Error(t, err, "no rollups bucket")
+}
