@@ -403,6 +403,17 @@ func TestWriteRows(t *testing.T) {
 	require.Contains(t, out, "3 accepted events carried labels other than their request's first: counted in their request's cell, their labels ignored.")
 }
 
+// An empty answer from a ledger that has applied events says why it may
+// be empty.
+func TestWriteRowsEmpty(t *testing.T) {
+	r := GroupRollups(nil, Query{By: mustBy(t, "model")})
+	r.Applied, r.StreamLast = 5, 5
+	var b bytes.Buffer
+	require.NoError(t, WriteRowsTable(&b, r))
+	require.Contains(t, b.String(), "0 groups, by model, from the rollups")
+	require.Contains(t, b.String(), "has none until `aggregator rebuild`")
+}
+
 func TestWriteRowsSaturated(t *testing.T) {
 	tot := projection.Totals{Requests: 1, Attempts: 2, Billed: events.Usage{InputTokens: projection.Ceiling, OutputTokens: 5}, Saturated: true}
 	r := GroupRollups([]projection.Rollup{{Cell: projection.Cell{Hour: h0, Model: "m", Provider: "p"}, Totals: tot}}, Query{By: mustBy(t, "model")})

@@ -210,6 +210,9 @@ func WriteRowsTable(w io.Writer, r *Result) error {
 	if none {
 		fmt.Fprintf(&b, "%s: requests without that label.\n", NoLabel)
 	}
+	if r.Groups == 0 && r.Source == FromRollups && r.Applied > 0 {
+		b.WriteString("No rollup in range. A ledger projected before the rollups existed has none until `aggregator rebuild`.\n")
+	}
 	if r.Total.UnpricedBilledTokens > 0 {
 		fmt.Fprintf(&b, "%s billed tokens had no price in the ledger's catalog: the money leaves them out (see `aggregator prices`).\n", num(r.Total.UnpricedBilledTokens))
 	}
