@@ -271,7 +271,7 @@ type lateSource struct{ monitor.Source }
 func warnTopology(ctx context.Context, conn *connect.Conn, want topology.Config, log *slog.Logger) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	diffs, err := topology.Check(cctx, conn.JS, want, names.RequestsBucket, names.SessionsBucket, names.StateBucket)
+	diffs, err := topology.Check(cctx, conn.JS, want, names.RequestsBucket, names.SessionsBucket, names.StateBucket, names.RollupsBucket)
 	if err != nil {
 		log.Warn("could not compare the existing streams and buckets with the settings asked for", "err", err)
 	}

@@ -78,22 +78,23 @@
 //     only after such a crash.
 //
 // Why any crash is safe: the commit order is rejections, requests,
-// sessions, rollups, checkpoint, and the next batch starts at the stored checkpoint,
-// so every event of the crashed batch is delivered again before any later
-// event. If a request was written but its session was not, the session's
-// Seq is below the request's, so heldBy gives Held (the old value) and the
-// redo adds the full delta once. If the session was written too, its Seq
-// reaches the request's, heldBy gives the contribution already absorbed,
-// and the redo adds zero. A redo batch may end earlier than the crashed one
-// (q' < q); the session's Seq never goes down (max), and a request rewritten
-// by the redo gets Seq q' with Held computed the same way, so the rule
-// keeps holding. The rollups are a third sum under the same rule, with
-// their own Seq and the request's HeldCell: each of the two sums is right
-// whatever the crash left of the other. Rejections are recorded one at a time in stream order, so
-// the last recorded original sequence (read back at every lease term) tells
-// exactly which were recorded before a crash. The crash-safety tests stop
-// the aggregator at every one of these write points and compare the
-// outcome with an in-memory model.
+// sessions, rollups, checkpoint, and the next batch starts at the stored
+// checkpoint, so every event of the crashed batch is delivered again before
+// any later event. If a request was written but its session was not, the
+// session's Seq is below the request's, so heldBy gives Held (the old
+// value) and the redo adds the full delta once. If the session was written
+// too, its Seq reaches the request's, heldBy gives the contribution already
+// absorbed, and the redo adds zero. A redo batch may end earlier than the
+// crashed one (q' < q); the session's Seq never goes down (max), and a
+// request rewritten by the redo gets Seq q' with Held computed the same
+// way, so the rule keeps holding. The rollups are a third sum under the
+// same rule, with their own Seq and the request's HeldCell: each of the two
+// sums is right whatever the crash left of the other. Rejections are
+// recorded one at a time in stream order, so the last recorded original
+// sequence (read back at every lease term) tells exactly which were
+// recorded before a crash. The crash-safety tests stop the aggregator at
+// every one of these write points and compare the outcome with an in-memory
+// model.
 //
 // # Fencing
 //
@@ -120,15 +121,15 @@
 //     stays compare-and-set on the revision the term last wrote.
 //   - So once a term has begun, a write by any earlier term to a bucket it
 //     has fenced fails, forever: that writer's idea of the stream's end is
-//     behind the marker. Its writes to one bucket stop at the marker, and
-//     a writer sends the steps of a batch (rejections, requests, sessions,
-//     rollups, checkpoint) one after the other, each only once the previous one is
-//     acknowledged in full; whatever of it landed is a prefix of its
-//     sequence of writes, landed before the new term read anything. And
-//     that writer's batch was computed on a state nobody else wrote during
-//     its own term (by the same argument one term earlier). The new term
-//     therefore reads exactly what a crash leaves (committed batches and a
-//     prefix of one more), and the crash argument above applies unchanged.
+//     behind the marker. Its writes to one bucket stop at the marker, and a
+//     writer sends the steps of a batch (rejections, requests, sessions,
+//     rollups, checkpoint) one after the other, each only once the previous
+//     one is acknowledged in full; whatever of it landed is a prefix of its
+//     sequence of writes, landed before the new term read anything. And that
+//     writer's batch was computed on a state nobody else wrote during its own
+//     term (by the same argument one term earlier). The new term therefore
+//     reads exactly what a crash leaves (committed batches and a prefix of
+//     one more), and the crash argument above applies unchanged.
 //   - Rejections are not fenced by a marker: a rejection's content depends
 //     on the stream alone (its sequence, body and the first accepted event
 //     of its request), every writer agrees on it, and the expected last
@@ -224,8 +225,8 @@
 //
 //   - Each rebuild projects into its own scratch set, named for it
 //     (ScratchNames): buckets ledger_rebuild_<ULID>_requests, _sessions,
-//     _rollups and _state and stream LEDGER_REBUILD_<ULID>_REJECTED, the ULID of
-//     its instance ID. It creates the set once it holds the claim, and
+//     _rollups and _state and stream LEDGER_REBUILD_<ULID>_REJECTED, the
+//     ULID of its instance ID. It creates the set once it holds the claim, and
 //     only its own scratch projection ever writes it, under that
 //     projection's lease and term fences exactly as for the live ledger:
 //     the first write of a term into each record bucket, empty or not,
@@ -269,8 +270,9 @@
 // catch up once more and stop, and records the switch in the live
 // checkpoint: the scratch set's names, its checkpoint and the message
 // counts of its streams (the rollups' too). Then it copies requests,
-// sessions and rollups: every scratch record replaces the live one whole, live records the new code does not have are deleted, the
-// live rejections the term saw are purged (only up to the last sequence it
+// sessions and rollups: every scratch record replaces the live one whole,
+// live records the new code does not have are deleted, the live
+// rejections the term saw are purged (only up to the last sequence it
 // read) and the scratch ones appended, and the checkpoint is set to the
 // scratch one with the switch cleared. Every one of these writes is
 // conditional on the term's fences, so a rebuild paused mid-copy cannot
@@ -353,9 +355,19 @@
 // (Totals.Add). Readers accept the older layouts too (entries carrying
 // their provider and model strings, entries as objects).
 //
+// A rollup record is a session record's totals after its cell ("hour",
+// "provider", "model", "labels"), keyed <YYYYMMDDHH>.<base32 SHA-256 of
+// provider, model and sorted labels> (Cell.Key), so that a range of hours
+// is a range of keys. ReadRollups reads them all with one ordered
+// consumer from each key's last message, skips the hours outside its
+// filter by key, and decodes the plain layout without reflection
+// (Rollup.UnmarshalJSON; encoding/json for anything else).
+//
 // Readers such as verify rely on these invariants: a record's seq is the
-// batch that last wrote it, a request's session_id never changes once
-// written, and keys with a dot (the fence marker) are not IDs.
+// batch that last wrote it, a request's session_id, labels and cell never
+// change once written, keys with a dot in ledger_requests and
+// ledger_sessions (the fence marker) are not IDs, and key ledger.fence is
+// not a cell.
 //
 // # Bounded input
 //
