@@ -87,10 +87,9 @@ func BenchmarkGroupAndPrint(b *testing.B) {
 // cpu-ms/op is the CPU the process (report and server) spent per query,
 // which a loaded machine does not stretch as it does the wall time.
 //
-// The ledger with 5 users a team (about 280,000 cells) runs only with
-// LEDGER_BENCH_LARGE=1: there, ReadRollups's listing of the bucket's
-// keys (a stream info of every subject) outlasts the JetStream API
-// timeout (5 s) on a loaded machine and the query fails.
+// The ledger with 5 users a team (about 280,000 cells, the worst case
+// short of one cell per request) runs only with LEDGER_BENCH_LARGE=1: it
+// takes minutes to store and seconds a query.
 //
 //	go test -run '^$' -bench Answer -benchmem ./internal/report/
 func BenchmarkAnswer(b *testing.B) {
