@@ -91,7 +91,9 @@ clean:
 	rm -rf $(BIN) data
 
 # Go benchmarks of the hot pieces (decode, merge, middleware, publisher,
-# catch-up, rebuild).
+# catch-up, rebuild, and report --by on the rollups of a 1M-request
+# ledger: read, group, order and print).
 gobench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x ./internal/projection/
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/events/ ./internal/retry/ ./internal/breaker/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./internal/report/

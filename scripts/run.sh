@@ -12,15 +12,17 @@
 #   5. the wrong-price story: the ledger was priced with a catalog whose
 #      gpt-4.1-mini input price is ten times too high; the fixed catalog is
 #      loaded, verify reports the drift in money, a rebuild re-prices the
-#      whole history, verify says identical; then we stop the aggregator
-#      with SIGTERM (it finishes its batch and exits).
+#      whole history, verify says identical;
+#   6. the rollups answer by model, by hour, and by team and day
+#      (aggregator report --by); then we stop the aggregator with SIGTERM
+#      (it finishes its batch and exits).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BIN=${BIN:-bin}
 RUN_DIR=${RUN_DIR:-data/run}
 URL=nats://127.0.0.1:4222
-SIM_FLAGS=${SIM_FLAGS:---agents 8 --sessions 16 --calls 20 --seed 42}
+SIM_FLAGS=${SIM_FLAGS:---agents 8 --sessions 16 --calls 20 --seed 42 --teams 3}
 FLEET_TIER=${FLEET_TIER:---tier-rpm 1200 --tier-itpm 1200000}
 FLEET_FLAGS=${FLEET_FLAGS:---agents 2 --sessions 8 --calls 8 --seed 42 --providers anthropic,openai --rate-limit 0 --overload 0 --server-error 0 --billed-timeout 0 --bad-request 0 $FLEET_TIER}
 
@@ -108,6 +110,10 @@ echo "== verify after the rebuild"
 "$BIN/aggregator" verify --nats-url "$URL"
 echo "== the ledger in money, re-priced"
 "$BIN/aggregator" report --nats-url "$URL"
+echo "== the rollups (ledger_rollups, one record per hour, provider, model and labels): by model, by hour, by team and day"
+"$BIN/aggregator" report --nats-url "$URL" --by model
+"$BIN/aggregator" report --nats-url "$URL" --by hour
+"$BIN/aggregator" report --nats-url "$URL" --by label:team,day
 
 stop_agg
 trap - EXIT

@@ -4,6 +4,7 @@
 //
 //	aggregator [run] [flags]      project events until SIGINT/SIGTERM
 //	aggregator report [flags]     print the ledger per session
+//	aggregator report --by DIMS   answer by model, provider, label:KEY, hour, day (the rollups), session or request
 //	aggregator wait [flags]       wait until the ledger has caught up
 //	aggregator rebuild [flags]    rebuild the ledger from the stream, live
 //	aggregator verify [flags]     compare the live ledger with a recomputation
@@ -61,7 +62,11 @@ const usage = `usage: aggregator [run|report|wait|rebuild|verify|prices] [flags]
 
   run     project LEDGER_ATTEMPTS into the ledger until SIGINT/SIGTERM (default)
   report  print the ledger per session: usage, billed, retry overhead
-          (--at TIME / --at-seq N: as it stood then, recomputed from the stream)
+          (--at TIME / --at-seq N: as it stood then, recomputed from the stream);
+          --by model|provider|label:KEY|hour|day (combinable, e.g. label:team,day)
+          answers from the rollups, with --since/--until, --top N,
+          --sort overhead|billed|cost|requests, --json or --csv; --by session
+          reads the session records, --by request scans every request record
   wait    wait until the ledger has applied every event in the stream
   rebuild rebuild the ledger from the whole stream under this code, live
           (--accept-loss: from what the stream still holds, recording the loss)
@@ -278,7 +283,7 @@ type lateSource struct{ monitor.Source }
 func warnTopology(ctx context.Context, conn *connect.Conn, want topology.Config, log *slog.Logger) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	diffs, err := topology.Check(cctx, conn.JS, want, names.RequestsBucket, names.SessionsBucket, names.StateBucket)
+	diffs, err := topology.Check(cctx, conn.JS, want, names.RequestsBucket, names.SessionsBucket, names.StateBucket, names.RollupsBucket)
 	if err != nil {
 		log.Warn("could not compare the existing streams and buckets with the settings asked for", "err", err)
 	}
@@ -293,7 +298,20 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	at := fs.String("at", "", "the ledger as it stood at this RFC 3339 time, recomputed from the stream")
 	atSeq := fs.Uint64("at-seq", 0, "the ledger as it stood at this stream sequence, recomputed from the stream")
+	var qf queryFlags
+	qf.register(fs)
 	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	var q report.Query
+	if qf.by != "" {
+		if *session != "" || *at != "" || *atSeq != 0 {
+			return fmt.Errorf("--by: not with --session, --at or --at-seq (the rollups are the live ledger's; --by session gives every session)")
+		}
+		if q, err = qf.query(*asJSON); err != nil {
+			return err
+		}
+	} else if err := qf.withoutBy(); err != nil {
 		return err
 	}
 	var point replay.Point
@@ -315,6 +333,9 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	defer conn.Close()
 	ctx, unguard := guard(ctx, conn, &err)
 	defer unguard()
+	if q.By != nil {
+		return answer(ctx, conn, q, *asJSON, qf.csv, stdout, stderr)
+	}
 	var l *report.Ledger
 	if point != (replay.Point{}) {
 		l, err = pointInTime(ctx, conn, point, *session, stderr)
@@ -338,6 +359,78 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		return report.WriteJSON(stdout, l)
 	}
 	return report.WriteTable(stdout, l)
+}
+
+// queryFlags are report's flags of a query by dimension and time.
+type queryFlags struct {
+	by, since, until, sort string
+	top                    int
+	csv                    bool
+}
+
+func (f *queryFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.by, "by", "", "group by these dimensions, separated by commas: model, provider, label:KEY, hour, day (from the rollups), session (the session records, whole life), request (scans every request record); e.g. label:team,day")
+	fs.StringVar(&f.since, "since", "", "with --by: only hours from this one on (inclusive): a date (midnight UTC) or an RFC 3339 time on a whole UTC hour")
+	fs.StringVar(&f.until, "until", "", "with --by: only hours before this one (exclusive): a date (midnight UTC) or an RFC 3339 time on a whole UTC hour")
+	fs.IntVar(&f.top, "top", 0, "with --by: only the first N rows of the order (0: every row)")
+	fs.StringVar(&f.sort, "sort", "", "with --by: most first by overhead ($, then tokens), billed (tokens), cost (billed $) or requests (default: by the dimensions)")
+	fs.BoolVar(&f.csv, "csv", false, "with --by: print CSV instead of a table")
+}
+
+// withoutBy refuses the flags that need --by.
+func (f *queryFlags) withoutBy() error {
+	for _, g := range []struct {
+		name string
+		set  bool
+	}{{"--since", f.since != ""}, {"--until", f.until != ""}, {"--top", f.top != 0}, {"--sort", f.sort != ""}, {"--csv", f.csv}} {
+		if g.set {
+			return fmt.Errorf("%s: only with --by (without it, the report is the table of every session)", g.name)
+		}
+	}
+	return nil
+}
+
+// query is the report.Query of the flags.
+func (f *queryFlags) query(asJSON bool) (report.Query, error) {
+	var q report.Query
+	if asJSON && f.csv {
+		return q, fmt.Errorf("--json and --csv: give one of them")
+	}
+	var err error
+	if q.By, err = report.ParseBy(f.by); err != nil {
+		return q, err
+	}
+	if f.since != "" {
+		if q.Since, err = report.ParseTime("--since", f.since); err != nil {
+			return q, err
+		}
+	}
+	if f.until != "" {
+		if q.Until, err = report.ParseTime("--until", f.until); err != nil {
+			return q, err
+		}
+	}
+	if q.Sort, err = report.ParseSort(f.sort); err != nil {
+		return q, err
+	}
+	q.Top = f.top
+	return q, q.Validate()
+}
+
+// answer answers a report --by q.
+func answer(ctx context.Context, conn *connect.Conn, q report.Query, asJSON, asCSV bool, stdout, stderr io.Writer) error {
+	r, err := report.Answer(ctx, conn.JS, q)
+	if err != nil {
+		return err
+	}
+	noteLoss(ctx, conn, stderr)
+	switch {
+	case asJSON:
+		return report.WriteRowsJSON(stdout, r)
+	case asCSV:
+		return report.WriteCSV(stdout, r)
+	}
+	return report.WriteRowsTable(stdout, r)
 }
 
 // noteLoss says on stderr which events the live ledger was rebuilt

@@ -86,8 +86,9 @@ func Generate(rng *rand.Rand, s Spec) *Workload {
 			v.Billed = v.Billed.Add(ev.Usage)
 			// Model claude-test has no price: its tokens are unpriced.
 			v.UnpricedBilledTokens += ev.Usage.InputTokens + ev.Usage.OutputTokens
-			if len(atts) == 0 {
+			if len(atts) == 0 { // the first accepted event: it fixes the rollup cell
 				v.FirstStartedAt = ev.StartedAt
+				v.Cell = &projection.RecordCell{Hour: ev.StartedAt.UTC().Truncate(time.Hour), Provider: ev.Provider, Model: ev.Model}
 			}
 			v.LastFinishedAt = ev.FinishedAt
 			atts = append(atts, ev)

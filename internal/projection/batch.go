@@ -658,7 +658,7 @@ func (b *batcher) loadRollups(ctx context.Context, items []accepted, reqs map[st
 			continue
 		}
 		var rec Rollup // decoded afresh: the cell's labels are shared, never written
-		if err := json.Unmarshal(st.value, &rec); err != nil {
+		if err := rec.UnmarshalJSON(st.value); err != nil {
 			return nil, nil, fmt.Errorf("%w: stored rollup %q is not readable: %v", ErrInvariant, key, err)
 		}
 		*c.rec = rec

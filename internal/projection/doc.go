@@ -355,9 +355,19 @@
 // (Totals.Add). Readers accept the older layouts too (entries carrying
 // their provider and model strings, entries as objects).
 //
+// A rollup record is a session record's totals after its cell ("hour",
+// "provider", "model", "labels"), keyed <YYYYMMDDHH>.<base32 SHA-256 of
+// provider, model and sorted labels> (Cell.Key), so that a range of hours
+// is a range of keys. ReadRollups reads them all with one ordered
+// consumer from each key's last message, skips the hours outside its
+// filter by key, and decodes the plain layout without reflection
+// (Rollup.UnmarshalJSON; encoding/json for anything else).
+//
 // Readers such as verify rely on these invariants: a record's seq is the
-// batch that last wrote it, a request's session_id never changes once
-// written, and keys with a dot (the fence marker) are not IDs.
+// batch that last wrote it, a request's session_id, labels and cell never
+// change once written, keys with a dot in ledger_requests and
+// ledger_sessions (the fence marker) are not IDs, and key ledger.fence is
+// not a cell.
 //
 // # Bounded input
 //

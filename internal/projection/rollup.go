@@ -5,11 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -92,12 +92,13 @@ func (c Cell) Key() string {
 
 // ReadRollups returns the rollups of the ledger whose bucket names are
 // names (Names.Rollups; ErrNoRollups when it is empty), those whose hour
-// is in [f.Since, f.Until), sorted by key (by hour first). A bucket not
-// yet created holds none. Keys are listed from the server and the
-// records read with batched direct gets (ReadAll): the keys outside the
-// filter's hours are not read. Each record is whole; records of
-// different cells may be of different batches while the aggregator
-// writes.
+// is in [f.Since, f.Until), in no particular order. A bucket not yet
+// created holds none. It reads the bucket's stream once with an ordered
+// consumer that starts at the last message of every key, so tens of
+// thousands of cells come in a few large pulls; the hour filter is
+// applied to the key before a record is decoded. Each record is whole;
+// records of different cells may be of different batches while the
+// aggregator writes.
 func ReadRollups(ctx context.Context, js jetstream.JetStream, n Names, f RollupFilter) ([]Rollup, error) {
 	if n.Rollups == "" {
 		return nil, ErrNoRollups
@@ -119,9 +120,12 @@ func ReadRollups(ctx context.Context, js jetstream.JetStream, n Names, f RollupF
 		return (since == "" || h >= since) && (until == "" || h < until)
 	}
 	var out []Rollup
-	err := readKeys(ctx, js, n.Rollups, keep, func(key string, value []byte) error {
+	err := eachLast(ctx, js, n.Rollups, func(key string, value []byte) error {
+		if !keep(key) {
+			return nil
+		}
 		var c Rollup
-		if err := json.Unmarshal(value, &c); err != nil {
+		if err := c.UnmarshalJSON(value); err != nil { // not through json.Unmarshal, which checks the whole input first
 			return fmt.Errorf("%w: stored rollup %q is not readable: %v", ErrInvariant, key, err)
 		}
 		out = append(out, c)
@@ -131,4 +135,54 @@ func ReadRollups(ctx context.Context, js jetstream.JetStream, n Names, f RollupF
 		return nil, err
 	}
 	return out, nil
+}
+
+// eachLast calls fn with the current value of every key of KV bucket
+// bucket (none when it does not exist), deleted keys skipped, reading its
+// stream once with an ordered consumer from the last message of each
+// subject. It stops at the message that had nothing pending after it.
+func eachLast(ctx context.Context, js jetstream.JetStream, bucket string, fn func(key string, value []byte) error) error {
+	stream, err := js.Stream(ctx, "KV_"+bucket)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("projection: opening %s: %w", bucket, err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("projection: reading %s: %w", bucket, err)
+	}
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	prefix := "$KV." + bucket + "."
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{prefix + ">"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+	if err != nil {
+		return fmt.Errorf("projection: reading %s: %w", bucket, err)
+	}
+	it, err := cons.Messages(PullLimits(js.Conn().MaxPayload(), 8192))
+	if err != nil {
+		return fmt.Errorf("projection: reading %s: %w", bucket, err)
+	}
+	defer it.Stop()
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return fmt.Errorf("projection: reading %s: %w", bucket, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("projection: reading %s: a message without metadata: %w", bucket, err)
+		}
+		if op := m.Headers().Get(kvOperationHeader); op != "DEL" && op != "PURGE" {
+			if err := fn(strings.TrimPrefix(m.Subject(), prefix), m.Data()); err != nil {
+				return err
+			}
+		}
+		if md.NumPending == 0 {
+			return nil
+		}
+	}
 }

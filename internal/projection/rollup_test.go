@@ -2,12 +2,15 @@ package projection
 
 import (
 	"context"
+	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/api"
+	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -81,4 +84,31 @@ func TestAggregatorWithoutRollups(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.js.KeyValue(context.Background(), LiveNames().Rollups)
 	require.Error(t, err, "no rollups bucket")
+}
+
+// A rollup reads back exactly through the plain layout's reader and
+// through encoding/json alike: escaped strings, labels, a saturated sum,
+// numbers past int64 (seq) and an unknown member go the slow way.
+func TestRollupCodec(t *testing.T) {
+	base := Rollup{Cell: Cell{Hour: t0, Provider: "openai", Model: "gpt-4.1", Labels: api.Labels{"team": "search", "user": "u-1"}},
+		Totals: Totals{Requests: 3, Succeeded: 2, Failed: 1, Attempts: 5, Usage: events.Usage{InputTokens: 10, OutputTokens: 2, ReasoningTokens: 1},
+			Billed:               events.Usage{InputTokens: 30, OutputTokens: 4, CacheCreationInputTokens: 3, CacheCreation1hInputTokens: 1, ReasoningTokens: 1},
+			EstimatedInputTokens: 7, UsageCost: 100, BilledCost: 300, UnpricedUsageTokens: 1, UnpricedBilledTokens: 2, LabelConflicts: 1},
+		Seq: 42, Rules: RulesVersion}
+	escaped := base
+	escaped.Model, escaped.Labels = "gpt-\"4\" <mini>", api.Labels{"team": "s\u2028x"}
+	saturated := base
+	saturated.Labels, saturated.Attempts, saturated.Saturated = nil, Ceiling, true
+	for _, c := range []Rollup{base, escaped, saturated} {
+		data := c.appendJSON(nil)
+		var fast Rollup
+		require.Equal(t, c.Model != escaped.Model, fastRollup(data, &fast), string(data))
+		var back Rollup
+		require.NoError(t, json.Unmarshal(data, &back))
+		require.Equal(t, c, back, string(data))
+	}
+	var back Rollup
+	require.NoError(t, json.Unmarshal([]byte(`{"hour":"2026-11-30T12:00:00Z","provider":"p","model":"m","requests":1,"seq":18446744073709551615,"other":[1]}`), &back))
+	require.Equal(t, Rollup{Cell: Cell{Hour: t0, Provider: "p", Model: "m"}, Totals: Totals{Requests: 1}, Seq: math.MaxUint64}, back)
+	require.Error(t, json.Unmarshal([]byte(`{"hour":"2026-11-30T12:00:00Z","requests":"x"}`), &back))
 }

@@ -30,6 +30,15 @@
 // are summed from its requests as each request is finished (below), at P
 // and, for a late session, at its s.
 //
+// Rollups: the cells of ledger_rollups are read and compared exactly as
+// the sessions are (a cell is a sum of requests, keyed by Cell.Key): read
+// once right after P, the late ones raising T, and each recomputed
+// request's contribution added to its cell (its record's cell, fixed by
+// its first accepted event) at P and at the cell's own sequence. They go
+// to a scratch bucket past the same bound. The Drift counts them apart
+// (RollupsChecked, RollupsDiffer, differences of kind "rollup"); its
+// token and money deltas sum the sessions only.
+//
 // Requests: Verify replays the stream from 1 to T once, in batches. A
 // request is held only while it is in progress: from its first message to
 // the last message on its subject ledger.attempts.<session>.<request> up
@@ -87,9 +96,10 @@
 // Verify holds: a batch being applied and the next one being read (8,192
 // messages each), the requests in progress (20,000 at most; normally a
 // few hundred: the attempts of a call are close together), the window of
-// live records (32,768), the sessions (200,000), the drift set (100,000
-// IDs, empty for a ledger without such drift), the Bloom filters (16 MiB
-// and 1 MiB each), and the first differences it prints (--limit). Past a
+// live records (32,768), the sessions (200,000) and as many rollup
+// cells, the drift set (100,000 IDs, empty for a ledger without such
+// drift), the Bloom filters (16 MiB and 1 MiB each), and the first
+// differences it prints (--limit). Past a
 // bound, requests in progress, sessions and drift entries go to scratch
 // KV buckets on the server, written only then: requests in progress
 // furthest from their last message are written whole and read back at

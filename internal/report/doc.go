@@ -4,4 +4,18 @@
 // costs the projection recorded, each attempt at its own price, and the
 // tokens no price covers), and apart from them the input estimated for
 // streams cut before their usage.
+//
+// It also answers by dimension and time (`aggregator report --by`, issue
+// 20): a Query names dimensions (model, provider, label:KEY, hour, day,
+// session, request), an hour range, an order and a cut, and Answer reads
+// only what the query needs (Query.Source): the cell rollups of bucket
+// ledger_rollups (projection.ReadRollups) for model, provider, labels
+// and time, whatever the number of requests; the session records for
+// session, each a session's whole life, so session combines with nothing
+// else; and every request record only when request is named. The
+// grouping is a pure function of the records read (GroupRollups,
+// GroupSessions, GroupRequests); WriteRowsTable, WriteRowsJSON and
+// WriteCSV print its Result, the machine formats with stable column names
+// (Columns) and money as integer nano-US-dollars beside a decimal string
+// of dollars, never a float.
 package report

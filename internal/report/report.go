@@ -38,17 +38,8 @@ type Ledger struct {
 func Load(ctx context.Context, js jetstream.JetStream, sessionID string) (*Ledger, error) {
 	l := &Ledger{}
 	var err error
-	if l.Applied, err = projection.ReadCheckpoint(ctx, js); err != nil {
+	if l.Applied, l.StreamLast, err = position(ctx, js); err != nil {
 		return nil, err
-	}
-	if s, err := js.Stream(ctx, names.AttemptsStream); err == nil {
-		info, err := s.Info(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("report: reading %s: %w", names.AttemptsStream, err)
-		}
-		l.StreamLast = info.State.LastSeq
-	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("report: reading %s: %w", names.AttemptsStream, err)
 	}
 	kv, err := js.KeyValue(ctx, names.SessionsBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -95,6 +86,26 @@ func Load(ctx context.Context, js jetstream.JetStream, sessionID string) (*Ledge
 			}
 		}
 	}
+}
+
+// position returns the stream sequence the projection has applied up
+// to and the last sequence of LEDGER_ATTEMPTS (0 without the stream).
+func position(ctx context.Context, js jetstream.JetStream) (applied, last uint64, err error) {
+	if applied, err = projection.ReadCheckpoint(ctx, js); err != nil {
+		return 0, 0, err
+	}
+	s, err := js.Stream(ctx, names.AttemptsStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return applied, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("report: reading %s: %w", names.AttemptsStream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("report: reading %s: %w", names.AttemptsStream, err)
+	}
+	return applied, info.State.LastSeq, nil
 }
 
 func (l *Ledger) add(data []byte) error {
