@@ -183,10 +183,10 @@ func (b *batcher) prepare(ctx context.Context, msgs []fetched) (*job, error) {
 	// Records are encoded into shared chunks (they stay referenced by the
 	// puts until acknowledged).
 	var buf chunks
-	if err := j.encodeRequests(reqOrder, &buf); err != nil {
+	if err := j.encodeRequests(reqOrder, &buf, b.term.rules); err != nil {
 		return nil, err
 	}
-	j.encodeSessions(sesOrder, &buf, b.agg.log)
+	j.encodeSessions(sesOrder, &buf, b.term.rules, b.agg.log)
 	j.encodeRollups(rolOrder, &buf, b.term.rules)
 	b.prepared = q
 	return j, nil
@@ -259,7 +259,7 @@ func (b *batcher) fold(ctx context.Context, items []accepted, reqs map[string]*r
 // held contribution differs from the current one in their session or
 // their rollup) and adds each change of contribution to its session's
 // delta and its rollup's.
-func (j *job) encodeRequests(order []string, buf *chunks) error {
+func (j *job) encodeRequests(order []string, buf *chunks, rules int) error {
 	j.reqPuts = make([]put, 0, len(order))
 	for _, key := range order {
 		w := j.reqs[key]
@@ -276,6 +276,7 @@ func (j *job) encodeRequests(order []string, buf *chunks) error {
 			return fmt.Errorf("%w: rollup %q absorbed batch %d but request %q gains events from batch %d", ErrInvariant, w.cell, c.rec.Seq, key, j.q)
 		}
 		w.rec.Seq = j.q
+		w.rec.Rules = rules
 		w.rec.Held, w.rec.HeldCell = w.held, w.held
 		s.delta = s.delta.Add(now.Sub(w.held))
 		s.dirty = true
@@ -292,7 +293,7 @@ func (j *job) encodeRequests(order []string, buf *chunks) error {
 
 // encodeSessions encodes the session records whose totals the batch
 // changed.
-func (j *job) encodeSessions(order []string, buf *chunks, log *slog.Logger) {
+func (j *job) encodeSessions(order []string, buf *chunks, rules int, log *slog.Logger) {
 	for _, key := range order {
 		s := j.sess[key]
 		if !s.dirty || s.delta == (Totals{}) {
@@ -304,6 +305,7 @@ func (j *job) encodeSessions(order []string, buf *chunks, log *slog.Logger) {
 			log.Warn("aggregator: a session's sums passed 2^63-1 and stay there (saturated)", "session", key, "seq", j.q)
 		}
 		s.rec.Seq = max(s.rec.Seq, j.q)
+		s.rec.Rules = rules
 		j.sesPuts = append(j.sesPuts, put{key: key, value: buf.add(s.rec.appendJSON)})
 		j.sesWritten = append(j.sesWritten, s)
 	}
