@@ -73,14 +73,19 @@ func pricesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 				fmt.Fprintln(stdout, "the ledger already prices with this catalog")
 			}
 		default:
-			if prev, err := book.Catalog(ctx, ledger); err == nil && pricebook.ForwardOnly(prev, cat, time.Now()) {
-				fmt.Fprintf(stdout, "it prices every past attempt as the ledger's catalog %s does (it adds future prices or new models):\n"+
-					"the aggregator adopts it when its next lease term begins (a restart or a takeover)\n", ledger)
+			through, err := projection.LedgerPricedThrough(ctx, conn.JS)
+			if err != nil {
+				return err
+			}
+			if prev, err := book.Catalog(ctx, ledger); err == nil && pricebook.ForwardOnly(prev, cat, through) {
+				fmt.Fprintf(stdout, "it prices every attempt the ledger has applied as the ledger's catalog %s does (it only adds prices from after %s, the latest attempt priced):\n"+
+					"the running aggregator adopts it at its next batch\n", ledger, through.Format(time.RFC3339))
 				return nil
 			}
-			fmt.Fprintf(stdout, "it changes past prices: the ledger keeps pricing with catalog %s, never switching mid-history.\n"+
+			fmt.Fprintf(stdout, "it changes the price of attempts the ledger has applied (a price rewritten or removed, or one dated on or before %s, the latest attempt priced):\n"+
+				"the ledger keeps pricing with catalog %s, never switching mid-history.\n"+
 				"run `aggregator verify` to see the drift in money this catalog makes on the recorded history,\n"+
-				"then `aggregator rebuild` to re-price the whole history with it (the switch records it in the ledger)\n", ledger)
+				"then `aggregator rebuild` to re-price the whole history with it (the switch records it in the ledger)\n", through.Format(time.RFC3339), ledger)
 		}
 		return nil
 	}

@@ -14,11 +14,14 @@
 // (ledger_state); a writer of the ledger prices with that version, so two
 // aggregators never mix versions in one ledger. An empty ledger adopts the
 // current catalog when its first term begins. A newer current catalog is
-// adopted when a lease term begins (a restart, a takeover) only if it
-// prices every attempt started so far as the recorded one does
-// (ForwardOnly: it adds future prices or new models); one that corrects a
-// past price is adopted by a rebuild, which prices the whole history with
-// the current catalog and whose switch records that version. Verify recomputes
+// adopted by the running writer between two batches (it watches key
+// "current", WatchCurrent), or when a lease term begins, only if it
+// prices every attempt the ledger has applied as the recorded one does
+// (ForwardOnly, judged against the latest started_at the ledger priced:
+// it adds only prices that take effect after it); one that corrects a
+// past price, or dates a new model's price before that, is adopted by a
+// rebuild, which prices the whole history with the current catalog and
+// whose switch records that version. Verify recomputes
 // with the current catalog, so a loaded change that alters any recorded
 // price shows as a drift in money until a rebuild.
 //

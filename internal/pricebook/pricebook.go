@@ -235,3 +235,54 @@ func mustJSON(v any) []byte {
 	}
 	return data
 }
+
+// Watch follows the current catalog for a running writer (see
+// Book.WatchCurrent). A nil Watch sees nothing.
+type Watch struct{ w jetstream.KeyWatcher }
+
+// WatchCurrent watches key "current": Changed then says which version
+// was made current since. The watch ends with ctx or Stop; its owner
+// stops it.
+func (b *Book) WatchCurrent(ctx context.Context) (*Watch, error) {
+	if b.kv == nil {
+		return nil, nil
+	}
+	w, err := b.kv.Watch(ctx, currentKey)
+	if err != nil {
+		return nil, fmt.Errorf("pricebook: watching the current catalog of %s: %w", names.PricesBucket, err)
+	}
+	return &Watch{w: w}, nil
+}
+
+// Changed returns the version made current last among the changes that
+// arrived since the previous call (the first: the current one when the
+// watch began), and false when none arrived. It never waits.
+func (w *Watch) Changed() (version string, ok bool) {
+	if w == nil {
+		return "", false
+	}
+	for {
+		select {
+		case e, open := <-w.w.Updates():
+			if !open {
+				return version, ok
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue // the end of the initial values, or a delete
+			}
+			var c current
+			if json.Unmarshal(e.Value(), &c) == nil && c.Version != "" {
+				version, ok = c.Version, true
+			}
+		default:
+			return version, ok
+		}
+	}
+}
+
+// Stop ends the watch.
+func (w *Watch) Stop() {
+	if w != nil {
+		_ = w.w.Stop()
+	}
+}

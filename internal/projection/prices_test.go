@@ -172,9 +172,11 @@ func withModel(t *testing.T, w wire, models []string) wire {
 	return w
 }
 
-// A catalog that only adds a new model and a future price is adopted
-// when the next lease term begins (here: a standby taking over), and the
-// ledger is the same as if it had been priced with it from the start.
+// A catalog that only adds a new model and a future price, each from
+// after the latest attempt the ledger priced (the workload's attempts
+// start on 2026-11-30), is adopted when the next lease term begins (here:
+// a standby taking over), and the ledger is the same as if it had been
+// priced with it from the start.
 func TestForwardOnlyCatalogAdoptedAtNextTerm(t *testing.T) {
 	e := newEnv(t)
 	e.loadPrices(priceFile("1", "2"))
@@ -192,7 +194,7 @@ func TestForwardOnlyCatalogAdoptedAtNextTerm(t *testing.T) {
  {"provider": "anthropic", "model": "model-a", "effective_from": "2026-01-01", "input": "1", "output": "2", "source": "test", "read_on": "2026-11-30"},
  {"provider": "anthropic", "model": "model-a", "effective_from": "2100-01-01", "input": "9", "output": "9", "source": "test", "read_on": "2026-11-30"},
  {"provider": "anthropic", "model": "model-b", "effective_from": "2026-01-01", "input": "10", "output": "20", "source": "test", "read_on": "2026-11-30"},
- {"provider": "anthropic", "model": "model-z", "effective_from": "2026-01-01", "input": "4", "output": "4", "source": "test", "read_on": "2026-11-30"}
+ {"provider": "anthropic", "model": "model-z", "effective_from": "2026-12-01", "input": "4", "output": "4", "source": "test", "read_on": "2026-11-30"}
 ]}`))
 	e.start(Config{InstanceID: "b", BatchSize: 7})
 	e.publish(ws[half:]...)
