@@ -138,6 +138,11 @@ func (t *term) choosePrices(ctx context.Context, res *resources, cp checkpoint, 
 func (t *term) consider(ctx context.Context, res *resources, v string, log *slog.Logger) bool {
 	t.considered = v
 	through := t.priced.through()
+	if through.Equal(pricedUnknown) {
+		log.Warn("aggregator: a newer price catalog is loaded, and the ledger's checkpoint does not say which attempts it has priced (it was written before priced_through was kept), so no change can be shown to leave them alike; the ledger keeps pricing with the version it records until `aggregator rebuild` re-prices its history with the current one",
+			"ledger_catalog", t.prices, "current_catalog", v)
+		return false
+	}
 	if !forwardOnly(ctx, res, t.prices, v, through) {
 		log.Warn("aggregator: a newer price catalog is loaded that changes the price of attempts the ledger has applied (a price rewritten or removed, or a price dated on or before the latest attempt priced); the ledger keeps pricing with the version it records until `aggregator rebuild` re-prices its history (`aggregator verify` shows the drift in money)",
 			"ledger_catalog", t.prices, "current_catalog", v, "priced_through", through)
@@ -168,7 +173,10 @@ func (t *term) adopt(ctx context.Context, res *resources, v string, log *slog.Lo
 	if v == "" || v == t.prices || v == t.considered || !t.consider(ctx, res, v, log) {
 		return false, nil
 	}
-	return true, t.loadCatalog(ctx, res)
+	if err := t.loadCatalog(ctx, res); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // pricedUnknown is the mark of a ledger whose checkpoint does not keep
