@@ -40,3 +40,18 @@ func TestStartedMark(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkStartedMark is what tracking adds to each event's apply: the
+// mark raised by attempts a millisecond apart (the mark moves once a
+// second of started_at).
+func BenchmarkStartedMark(b *testing.B) {
+	var m startedMark
+	m.set(time.Time{}, 0)
+	apply := m.tracking(func(*Request, *events.Attempt) bool { return true })
+	ev := &events.Attempt{StartedAt: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}
+	b.ReportAllocs()
+	for b.Loop() {
+		ev.StartedAt = ev.StartedAt.Add(time.Millisecond)
+		apply(nil, ev)
+	}
+}
