@@ -32,18 +32,17 @@ fi
 rm -rf "$RUN_DIR"
 mkdir -p "$RUN_DIR"
 
-# A user's catalog over the default one: the models the simulated fleet
-# calls, with gpt-4.1-mini's input price entered wrong ($4.00 per million
-# tokens instead of $0.40: the LiteLLM #9833 kind of slip).
+# A user's catalog over the built-in one: the built-in catalog prices the
+# models the simulated fleet calls (claude-sonnet-4-5, gpt-4.1-mini,
+# gemini-2.5-flash, from the providers' pages); this file overrides
+# gpt-4.1-mini's entry (same provider, model, tier and effective date)
+# with its input price entered wrong ($4.00 per million tokens instead of
+# $0.40: the LiteLLM #9833 kind of slip), then corrects it.
 prices() {
   cat <<JSON
 {"entries": [
- {"provider": "anthropic", "model": "claude-sonnet-4-5", "effective_from": "2025-09-29", "input": "3", "output": "15", "cache_read": "0.30", "cache_write": "3.75", "cache_write_1h": "6",
-  "source": "https://platform.claude.com/docs/en/about-claude/pricing", "read_on": "2026-12-04"},
  {"provider": "openai", "model": "gpt-4.1-mini", "effective_from": "2025-04-14", "input": "$1", "output": "1.60", "cache_read": "0.10",
-  "source": "https://platform.openai.com/docs/pricing", "read_on": "2026-12-04"},
- {"provider": "gemini", "model": "gemini-2.5-flash", "effective_from": "2025-06-17", "input": "0.30", "output": "2.50", "cache_read": "0.03",
-  "source": "https://ai.google.dev/gemini-api/docs/pricing", "read_on": "2026-12-04"}
+  "source": "https://openai.com/index/gpt-4-1/", "read_on": "2026-12-04"}
 ]}
 JSON
 }

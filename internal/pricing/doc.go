@@ -25,7 +25,11 @@
 //
 // Default is the catalog shipped in catalog.json (embedded; each entry
 // names its source and the day it was read, and carries only prices the
-// provider's own pages confirmed); Parse reads a user's file in the same
+// provider's own pages state: where the live page could not be fetched,
+// a verbatim copy of it was read and the entry's note names the copy and
+// its date; a rate derived from a multiplier the page states says so in
+// the note; docs/pricing.md lists the sources and what is left out);
+// Parse reads a user's file in the same
 // format, with every rule checked and each error naming the entry, the
 // field and the rule; Merge lays one catalog over another; MarshalJSON
 // writes a catalog back as a canonical file; Version is a digest of the

@@ -52,15 +52,6 @@ func TestPriceNeverPricesATokenTwice(t *testing.T) {
 	}
 }
 
-// geminiFile is a Gemini catalog written for the tests (the default
-// catalog carries no Gemini price: none could be confirmed from Google's
-// page). Gemini 2.5 Pro's structure: above 200k prompt tokens the whole
-// request is priced higher; thinking tokens are output tokens.
-const geminiFile = `{"entries":[{"provider":"gemini","model":"gemini-2.5-pro","effective_from":"2025-06-17",
-	"input":"1.25","output":"10","cache_read":"0.125",
-	"tiers":[{"above_input_tokens":200000,"input":"2.50","output":"15","cache_read":"0.25"}],
-	"source":"https://ai.google.dev/gemini-api/docs/pricing","read_on":"2026-12-04"}]}`
-
 // reasoningFile prices reasoning apart (no provider of the default
 // catalog does: there reasoning tokens are output tokens).
 const reasoningFile = `{"entries":[{"provider":"example","model":"thinker","effective_from":"2026-01-01",
@@ -71,7 +62,6 @@ const reasoningFile = `{"entries":[{"provider":"example","model":"thinker","effe
 // tokens x price x 1,000), the integers the code's.
 func TestPriceByHand(t *testing.T) {
 	def := Default()
-	gemini := mustParse(t, geminiFile)
 	thinker := mustParse(t, reasoningFile)
 	for _, tc := range []struct {
 		name string
@@ -177,14 +167,15 @@ func TestPriceByHand(t *testing.T) {
 			want: Cost{Total: 100_000, Input: 100_000},
 		},
 		{
-			// Gemini 2.5 Pro up to 200k: $1.25 in, $0.125 read, $10 out; thoughts are output.
+			// Gemini 2.5 Pro up to 200k: $1.25 in, $0.125 read, $10 out; thoughts are output
+			// (the page: "Output price (including thinking tokens)").
 			//   uncached  20,000 x 1.25  = 25,000,000
 			//   read     100,000 x 0.125 = 12,500,000
 			//   output       500 x 10    =  5,000,000
 			//   thoughts   1,500 x 10    = 15,000,000
 			//   total                      57,500,000
 			name: "gemini cache read, thoughts as output",
-			c:    gemini,
+			c:    def,
 			a: Attempt{Provider: "gemini", Model: "gemini-2.5-pro-preview-06-05", At: day("2026-08-01"),
 				Usage: events.Usage{InputTokens: 120_000, OutputTokens: 2_000, CacheReadInputTokens: 100_000, ReasoningTokens: 1_500}},
 			want: Cost{Total: 57_500_000, Input: 25_000_000, CacheRead: 12_500_000, Output: 5_000_000, Reasoning: 15_000_000},
@@ -192,10 +183,98 @@ func TestPriceByHand(t *testing.T) {
 		{
 			// Gemini 2.5 Pro above 200k: 300,000 x 2.50 + 1,000 x 15 = 750,000,000 + 15,000,000.
 			name: "gemini long context",
-			c:    gemini,
+			c:    def,
 			a: Attempt{Provider: "gemini", Model: "models/gemini-2.5-pro", At: day("2026-08-01"),
 				Usage: events.Usage{InputTokens: 300_000, OutputTokens: 1_000}},
 			want: Cost{Total: 765_000_000, Input: 750_000_000, Output: 15_000_000},
+		},
+		{
+			// Gemini 2.5 Pro above 200k prompt tokens, cache reads included (the
+			// contract's worked Gemini example): the whole request at $2.50 in,
+			// $0.25 read, $15 out; thoughts at the output rate.
+			//   uncached  50,000 x 2.50 = 125,000,000
+			//   read     200,000 x 0.25 =  50,000,000
+			//   output     2,000 x 15   =  30,000,000
+			//   thoughts   1,000 x 15   =  15,000,000
+			//   total                     220,000,000 = $0.22
+			name: "gemini long context with a cache read and thoughts",
+			c:    def,
+			a: Attempt{Provider: "gemini", Model: "gemini-2.5-pro-001", At: day("2026-12-04"),
+				Usage: events.Usage{InputTokens: 250_000, OutputTokens: 3_000, CacheReadInputTokens: 200_000, ReasoningTokens: 1_000}},
+			want: Cost{Total: 220_000_000, Input: 125_000_000, CacheRead: 50_000_000, Output: 30_000_000, Reasoning: 15_000_000},
+		},
+		{
+			// Exactly 200k prompt tokens is not above 200k: 200,000 x 1.25 = 250,000,000.
+			name: "gemini long context boundary, at the threshold",
+			c:    def,
+			a: Attempt{Provider: "gemini", Model: "gemini-2.5-pro", At: day("2026-12-04"),
+				Usage: events.Usage{InputTokens: 200_000}},
+			want: Cost{Total: 250_000_000, Input: 250_000_000},
+		},
+		{
+			// Gemini 2.5 Flash on the Batch API (the page's Batch table: $0.15 in,
+			// $1.25 out; the cache price stays $0.03).
+			//   uncached 6,000 x 0.15 = 900,000
+			//   read     4,000 x 0.03 = 120,000
+			//   output     400 x 1.25 = 500,000
+			//   thoughts   600 x 1.25 = 750,000
+			//   total                  2,270,000
+			name: "gemini batch tier",
+			c:    def,
+			a: Attempt{Provider: "gemini", Model: "gemini-2.5-flash-preview-09-2025", ServiceTier: "batch", At: day("2026-12-04"),
+				Usage: events.Usage{InputTokens: 10_000, OutputTokens: 1_000, CacheReadInputTokens: 4_000, ReasoningTokens: 600}},
+			want: Cost{Total: 2_270_000, Input: 900_000, CacheRead: 120_000, Output: 500_000, Reasoning: 750_000},
+		},
+		{
+			// Gemini 3.1 Pro Preview on the Priority tier, up to 200k: $3.60 in,
+			// $0.36 read, $21.60 out.
+			//   uncached 50,000 x 3.60  = 180,000,000
+			//   read     50,000 x 0.36  =  18,000,000
+			//   output      500 x 21.60 =  10,800,000
+			//   thoughts  1,500 x 21.60 =  32,400,000
+			//   total                     241,200,000
+			name: "gemini priority tier",
+			c:    def,
+			a: Attempt{Provider: "gemini", Model: "gemini-3.1-pro-preview", ServiceTier: "priority", At: day("2026-12-04"),
+				Usage: events.Usage{InputTokens: 100_000, OutputTokens: 2_000, CacheReadInputTokens: 50_000, ReasoningTokens: 1_500}},
+			want: Cost{Total: 241_200_000, Input: 180_000_000, CacheRead: 18_000_000, Output: 10_800_000, Reasoning: 32_400_000},
+		},
+		{
+			// GPT-4.1 mini with cached input: $0.40 in, $0.10 cached, $1.60 out.
+			//   uncached 2,000 x 0.40 =   800,000
+			//   cached   3,000 x 0.10 =   300,000
+			//   output     700 x 1.60 = 1,120,000
+			//   total                   2,220,000
+			name: "openai older model, cached input",
+			c:    def,
+			a: Attempt{Provider: "openai", Model: "gpt-4.1-mini-2025-04-14", At: day("2026-03-01"),
+				Usage: events.Usage{InputTokens: 5_000, OutputTokens: 700, CacheReadInputTokens: 3_000}},
+			want: Cost{Total: 2_220_000, Input: 800_000, CacheRead: 300_000, Output: 1_120_000},
+		},
+		{
+			// GPT-4.1 mini on the priority tier (OpenAI's Priority processing page):
+			// $0.70 in, $0.175 cached, $2.80 out.
+			//   uncached 600 x 0.70  = 420,000
+			//   cached   400 x 0.175 =  70,000
+			//   output   100 x 2.80  = 280,000
+			//   total                  770,000
+			name: "openai older model, priority tier",
+			c:    def,
+			a: Attempt{Provider: "openai", Model: "gpt-4.1-mini", ServiceTier: "priority", At: day("2026-12-04"),
+				Usage: events.Usage{InputTokens: 1_000, OutputTokens: 100, CacheReadInputTokens: 400}},
+			want: Cost{Total: 770_000, Input: 420_000, CacheRead: 70_000, Output: 280_000},
+		},
+		{
+			// A preset: DeepSeek's deepseek-chat (V4 Flash), cache hit $0.0028.
+			//   miss  2,000 x 0.14   = 280,000
+			//   hit   8,000 x 0.0028 =  22,400
+			//   output 1,000 x 0.28  = 280,000
+			//   total                  582,400
+			name: "preset cache hit",
+			c:    def,
+			a: Attempt{Provider: "deepseek", Model: "deepseek-chat", At: day("2026-12-04"),
+				Usage: events.Usage{InputTokens: 10_000, OutputTokens: 1_000, CacheReadInputTokens: 8_000}},
+			want: Cost{Total: 582_400, Input: 280_000, CacheRead: 22_400, Output: 280_000},
 		},
 		{
 			// Reasoning priced apart: 750 x 4 + 250 x 8 = 3,000,000 + 2,000,000.
@@ -245,6 +324,11 @@ func TestPriceUnpriced(t *testing.T) {
 		{Provider: "openai", Model: "gpt-6.2-sol", ServiceTier: "scale", At: day("2026-12-04"), Usage: u},
 		{Provider: "anthropic", Model: "claude-opus-5", At: day("2026-07-23"), Usage: u}, // before its first entry
 		{Provider: "anthropic", Model: "claude-opus-5", Usage: u},                        // no time
+		{Provider: "gemini", Model: "gemini-2.5-flash", At: day("2026-06-01"), Usage: u}, // before the page read
+		{Provider: "openai", Model: "gpt-4.1-mini", ServiceTier: "flex", At: day("2026-12-04"), Usage: u},
+		{Provider: "openai", Model: "gpt-4o", At: day("2026-12-04"), Usage: u}, // no official page read
+		{Provider: "vllm", Model: "meta-llama/Llama-3.3-70B-Instruct", At: day("2026-12-04"), Usage: u},
+		{Provider: "ollama", Model: "llama3.3", At: day("2026-12-04"), Usage: u},
 	} {
 		if cost, ok := def.Price(a); ok {
 			t.Errorf("Price(%+v) = %+v, true; want no price", a, cost)

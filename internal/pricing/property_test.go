@@ -168,10 +168,17 @@ func TestCatalogConcurrent(t *testing.T) {
 	}
 }
 
+// tieredFile is a small file of Gemini's shape (one long-context tier), a
+// seed for FuzzParse.
+const tieredFile = `{"entries":[{"provider":"gemini","model":"gemini-2.5-pro","effective_from":"2026-06-02",
+	"input":"1.25","output":"10","cache_read":"0.125",
+	"tiers":[{"above_input_tokens":200000,"input":"2.50","output":"15","cache_read":"0.25"}],
+	"source":"https://ai.google.dev/gemini-api/docs/pricing","read_on":"2026-12-04"}]}`
+
 func FuzzParse(f *testing.F) {
 	// Seeds are small: the fuzzer minimises every new input it finds, and
 	// minimising a mutated copy of the 20 KB default file stalls it.
-	f.Add([]byte(geminiFile))
+	f.Add([]byte(tieredFile))
 	f.Add([]byte(reasoningFile))
 	f.Add([]byte(`{"entries":[{"provider":"p","model":"m","effective_from":"2026-01-01","input":"1","output":"1","tiers":[{"above_input_tokens":1,"input":"2","output":"2"}],"source":"s","read_on":"2026-01-01"}]}`))
 	f.Add([]byte(`{"entries":[{"tiers":[null,1,{}]}]}`))
