@@ -110,9 +110,16 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 // its switch records it. The catalog itself is loaded by the batcher (loadCatalog),
 // so that a rebuild's live term, which prices nothing, does not need it.
 func (t *term) choosePrices(ctx context.Context, res *resources, cp checkpoint, log *slog.Logger) error {
-	current, err := res.book.Current(ctx)
+	// This build's default catalog is a catalog change like a loaded
+	// file: stored (resolved, so that any build can price with it), made
+	// current, and judged below as one.
+	current, changed, err := res.book.AdoptDefault(ctx, t.lease.now())
 	if err != nil {
 		return err
+	}
+	if changed {
+		log.Info("aggregator: this build's default price catalog, merged with the current user's file if any, is a new catalog version: stored and made current",
+			"current_catalog", current, "ledger_catalog", cp.Prices)
 	}
 	t.prices = cp.Prices
 	switch {
@@ -139,12 +146,18 @@ func (t *term) consider(ctx context.Context, res *resources, v string, log *slog
 	t.considered = v
 	through := t.priced.through()
 	if through.Equal(pricedUnknown) {
-		log.Warn("aggregator: a newer price catalog is loaded, and the ledger's checkpoint does not say which attempts it has priced (it was written before priced_through was kept), so no change can be shown to leave them alike; the ledger keeps pricing with the version it records until `aggregator rebuild` re-prices its history with the current one",
+		log.Warn("aggregator: the current price catalog (a loaded file, or this build's default catalog) is not the ledger's, and the ledger's checkpoint does not say which attempts it has priced (it was written before priced_through was kept), so no change can be shown to leave them alike; the ledger keeps pricing with the version it records until `aggregator rebuild` re-prices its history with the current one",
 			"ledger_catalog", t.prices, "current_catalog", v)
 		return false
 	}
-	if !forwardOnly(ctx, res, t.prices, v, through) {
-		log.Warn("aggregator: a newer price catalog is loaded that changes the price of attempts the ledger has applied (a price rewritten or removed, or a price dated on or before the latest attempt priced); the ledger keeps pricing with the version it records until `aggregator rebuild` re-prices its history (`aggregator verify` shows the drift in money)",
+	ok, err := forwardOnly(ctx, res, t.prices, v, through)
+	if err != nil {
+		log.Warn("aggregator: the current price catalog (a loaded file, or this build's default catalog) cannot be judged against the ledger's by this process; the ledger keeps the version it records",
+			"ledger_catalog", t.prices, "current_catalog", v, "error", err)
+		return false
+	}
+	if !ok {
+		log.Warn("aggregator: the current price catalog (a loaded file, or this build's default catalog) changes the price of attempts the ledger has applied (a price rewritten or removed, or a price dated on or before the latest attempt priced); the ledger keeps pricing with the version it records until `aggregator rebuild` re-prices its history (`aggregator verify` shows the drift in money)",
 			"ledger_catalog", t.prices, "current_catalog", v, "priced_through", through)
 		return false
 	}
@@ -237,18 +250,18 @@ func (m *startedMark) tracking(apply ApplyFunc) ApplyFunc {
 }
 
 // forwardOnly reports whether the ledger priced with catalog version prev
-// may go on with next (pricebook.ForwardOnly); false when this process
-// cannot rebuild either.
-func forwardOnly(ctx context.Context, res *resources, prev, next string, through time.Time) bool {
+// may go on with next (pricebook.ForwardOnly); an error when this process
+// cannot load either.
+func forwardOnly(ctx context.Context, res *resources, prev, next string, through time.Time) (bool, error) {
 	p, err := res.book.Catalog(ctx, prev)
 	if err != nil {
-		return false
+		return false, err
 	}
 	n, err := res.book.Catalog(ctx, next)
 	if err != nil {
-		return false
+		return false, err
 	}
-	return pricebook.ForwardOnly(p, n, through)
+	return pricebook.ForwardOnly(p, n, through), nil
 }
 
 // loadCatalog loads the catalog of the term's version. A version this
