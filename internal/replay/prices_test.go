@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/pricebook"
@@ -129,10 +128,6 @@ func TestForwardOnlyCatalogAdoptedByTheRunningTerm(t *testing.T) {
 	first, err := book.Load(ctx, modelFile(), "first.json", time.Now())
 	require.NoError(t, err)
 
-	onModel := func(ev *events.Attempt, model string, started time.Time) *events.Attempt {
-		ev.Model, ev.StartedAt, ev.FinishedAt = model, started, started.Add(time.Second)
-		return ev
-	}
 	nov2023 := time.Unix(1_700_000_000, 0).UTC() // event's own started_at: 2023-11-14
 	ledgertest.Publish(t, js, []ledgertest.Message{
 		{Event: event(1, "s1", "r1", 0, true, 1000, 500)},                        // m: priced
