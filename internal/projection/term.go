@@ -178,6 +178,11 @@ func LedgerPricedThrough(ctx context.Context, js jetstream.JetStream) (time.Time
 	return m.through(), err
 }
 
+// PricedThroughUnknown reports whether through, from LedgerPricedThrough,
+// stands for a ledger whose checkpoint does not keep it: no catalog
+// change is judged forward-only against it until a rebuild.
+func PricedThroughUnknown(through time.Time) bool { return !through.Before(pricedUnknown) }
+
 // adopt is consider between two batches of a running term, for the
 // version the watch of ledger_prices saw made current (none: "");
 // nothing may be in flight. It reports whether the term now prices with

@@ -68,6 +68,10 @@ func TestUpgradeWithADefaultThatAddsAModel(t *testing.T) {
 	require.Equal(t, a.Version(), ledgerPrices(t, js))
 	before := map[string]money{"r1": requestMoney(t, js, "r1"), "r2": requestMoney(t, js, "r2")}
 	require.Equal(t, money{UnpricedBilled: 2100}, before["r2"])
+	note, pending, err := ExplainPrices(context.Background(), js, b)
+	require.NoError(t, err)
+	require.Equal(t, "the ledger prices with the current catalog\n", note)
+	require.Contains(t, pending, "is catalog "+b.Version()+", not the current one", "verify and `aggregator prices` of build B say what its aggregator will do")
 
 	logs, stop := runBuild(t, js, b)
 	defer stop()
@@ -120,6 +124,9 @@ func TestUpgradeWithADefaultThatCorrectsAPrice(t *testing.T) {
 	require.Equal(t, fixed.Version(), d.Prices)
 	// 3,000 input tokens at $0.80/M live, at $0.08/M recomputed.
 	require.Equal(t, pricing.Money(2_160_000), d.BilledCostDelta)
+	require.Contains(t, d.PricesNote, "changes the price of attempts the ledger has applied")
+	require.Contains(t, d.PricesNote, "the ledger keeps pricing with catalog "+a.Version())
+	require.Empty(t, d.DefaultPricesNote, "build C's default is current already")
 
 	require.NoError(t, projection.Rebuild(context.Background(), projection.RebuildConfig{JS: js, LeaseTTL: time.Second, Catalog: fixed}))
 	d = verify(t, js, Options{Catalog: fixed})
