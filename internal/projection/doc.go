@@ -168,19 +168,25 @@
 // the log like every other field. So a record stays a function of the set
 // of its events, for a given catalog, and every argument above holds.
 // Which catalog: the version the ledger records in its checkpoint
-// ("prices"), rebuilt from bucket ledger_prices (package pricebook). A
-// term prices with that version and writes it with every checkpoint; an
-// empty ledger (or one written before pricing) adopts the current catalog
-// when a term begins. One that changes the price of an attempt the ledger
-// has applied is never used mid-ledger: the writer that holds the lease
-// prices with the recorded version, a standby that takes over reads it
-// from the checkpoint, and a build that cannot rebuild that version (its
-// default catalog differs) refuses to write (pricebook.ErrUnavailable),
-// as for newer rules. A rebuild's scratch ledger adopts the current
-// catalog; its switch records that version, so the rebuild re-prices the
-// whole history and the live term goes on with it. Verify recomputes with
-// the current catalog: a loaded correction shows as a drift in money
-// until the rebuild.
+// ("prices"), read from bucket ledger_prices (package pricebook), where
+// every version is stored resolved, so any build prices with it. A term
+// prices with that version and writes it with every checkpoint; an empty
+// ledger (or one written before pricing) adopts the current catalog when
+// a term begins. When a term begins, this build's default catalog merged
+// with the current user's file is a catalog change like a loaded file
+// (pricebook.Book.AdoptDefault): stored and made current if its version
+// differs, then judged below. One that changes the price of an attempt
+// the ledger has applied is never used mid-ledger: the writer that holds
+// the lease prices with the recorded version (an upgrade whose default
+// corrects a past price says so at WARN: verify shows the drift, a
+// rebuild re-prices), a standby that takes over reads it from the
+// checkpoint, and a build that cannot read that version (stored in the
+// old form, the user's file only, over another default; or never stored)
+// refuses to write (pricebook.ErrUnavailable), as for newer rules. A
+// rebuild's scratch ledger adopts the current catalog; its switch records
+// that version, so the rebuild re-prices the whole history and the live
+// term goes on with it. Verify recomputes with the current catalog: a
+// correction shows as a drift in money until the rebuild.
 //
 // A catalog that only adds prices is adopted without a rebuild, by the
 // running term (a KV watch of ledger_prices' current key, which the term
@@ -218,6 +224,15 @@
 //   - A ledger whose checkpoint does not keep priced_through (written
 //     before it was kept) is judged against the far future: nothing is
 //     adopted without a rebuild, whose switch brings the rebuild's mark.
+//     The mark is not recomputed at a term's start from the records
+//     (the latest started_at in their logs): that is a scan of the whole
+//     ledger under a fresh lease, and it would help no ledger of the one
+//     build that wrote no mark, whose recorded version is its default
+//     catalog (or a file over it) stored in the old form: a build whose
+//     default differs cannot read that version to judge a change against
+//     it anyway, and one whose default gives it again has no default
+//     change to adopt. The rebuild that such a ledger needs brings the
+//     mark.
 //
 // # Rebuild
 //
