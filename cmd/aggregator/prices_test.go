@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/ledgertest"
@@ -23,12 +24,7 @@ import (
 // ledger on its version until a rebuild. Every stored version is listed
 // in its resolved form.
 func TestPricesSayWhatTheAggregatorDoes(t *testing.T) {
-	srv, _, js := natstest.StartJS(t)
-	url := srv.URL()
-	_, err := topology.EnsureAttempts(context.Background(), js, topology.Config{})
-	require.NoError(t, err)
-	w := ledgertest.Generate(rand.New(rand.NewPCG(7, 8)), ledgertest.Spec{Sessions: 2, Calls: 10})
-	ledgertest.Publish(t, js, w.Messages)
+	url, js := streamWith(t, rand.New(rand.NewPCG(7, 8)), ledgertest.Spec{Sessions: 2, Calls: 10})
 	old, err := pricing.Parse([]byte(`{"entries": [{"provider": "openai", "model": "m", "effective_from": "2020-01-01",
  "input": "1", "output": "1", "source": "test", "read_on": "2026-12-04"}]}`))
 	require.NoError(t, err)
@@ -50,4 +46,15 @@ func TestPricesSayWhatTheAggregatorDoes(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "changes the price of attempts the ledger has applied")
 	require.Contains(t, out, "the ledger keeps pricing with catalog "+old.Version())
+}
+
+// streamWith starts a server with the attempt stream holding a generated
+// workload, and returns its URL.
+func streamWith(t *testing.T, rng *rand.Rand, s ledgertest.Spec) (string, jetstream.JetStream) {
+	t.Helper()
+	srv, _, js := natstest.StartJS(t)
+	_, err := topology.EnsureAttempts(context.Background(), js, topology.Config{})
+	require.NoError(t, err)
+	ledgertest.Publish(t, js, ledgertest.Generate(rng, s).Messages)
+	return srv.URL(), js
 }
