@@ -101,14 +101,17 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 // choosePrices sets the catalog version the term prices with: the one
 // the ledger records in cp, or, for a ledger that records none (an empty
 // one, or one written before pricing), the current catalog of
-// ledger_prices, which the term then records. A newer current catalog is
-// adopted when the term begins, or later between two batches (adopt),
+// ledger_prices, which the term then records. First this build's default
+// catalog, merged with the current user's file, is made current when it
+// is a new version (pricebook.Book.AdoptDefault). A newer current catalog
+// is adopted when the term begins, or later between two batches (adopt),
 // only if it prices every attempt the ledger has applied as the recorded
 // one does (pricebook.ForwardOnly against the latest started_at the
 // ledger priced: it adds prices from after it); a change of a past price
 // is never used mid-ledger: a rebuild re-prices the history with it and
-// its switch records it. The catalog itself is loaded by the batcher (loadCatalog),
-// so that a rebuild's live term, which prices nothing, does not need it.
+// its switch records it. The catalog itself is loaded by the batcher
+// (loadCatalog), so that a rebuild's live term, which prices nothing,
+// does not need it.
 func (t *term) choosePrices(ctx context.Context, res *resources, cp checkpoint, log *slog.Logger) error {
 	// This build's default catalog is a catalog change like a loaded
 	// file: stored (resolved, so that any build can price with it), made

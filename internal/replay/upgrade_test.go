@@ -11,6 +11,8 @@ import (
 
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
+	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/pricebook"
 	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/testkit"
@@ -138,4 +140,44 @@ func TestUpgradeWithADefaultThatCorrectsAPrice(t *testing.T) {
 func onModel(ev *events.Attempt, model string, started time.Time) *events.Attempt {
 	ev.Model, ev.StartedAt, ev.FinishedAt = model, started, started.Add(time.Second)
 	return ev
+}
+
+// A ledger priced by an older build that never stored its default catalog
+// (as every build did before ledger_prices kept resolved catalogs) cannot
+// be priced by a build whose default differs: it refuses to write, saying
+// why and what to do (pricebook.ErrUnavailable); `aggregator rebuild`
+// re-prices the history with the new build's default, which its refused
+// term made current, and the new build then runs on it.
+func TestUpgradeFromADefaultNeverStored(t *testing.T) {
+	js := startJS(t)
+	ctx := context.Background()
+	a := buildCatalog(t, catalogFile("0.8"))
+	b := buildCatalog(t, modelFile([2]string{"n", "2024-01-01"}))
+	ledgertest.Publish(t, js, []ledgertest.Message{{Event: event(1, "s1", "r1", 0, true, 1000, 500)}})
+	_, stop := runBuild(t, js, a)
+	stop()
+	// What the older build left: no catalog stored, none current.
+	kv, err := js.KeyValue(ctx, names.PricesBucket)
+	require.NoError(t, err)
+	keys, err := kv.ListKeys(ctx)
+	require.NoError(t, err)
+	for k := range keys.Keys() {
+		require.NoError(t, kv.Purge(ctx, k))
+	}
+
+	agg, err := projection.New(projection.Config{JS: js, LeaseTTL: 300 * time.Millisecond, Catalog: b})
+	require.NoError(t, err)
+	err = agg.Run(ctx)
+	require.ErrorIs(t, err, pricebook.ErrUnavailable)
+	require.ErrorContains(t, err, "is not stored in ledger_prices")
+	require.ErrorContains(t, err, "`aggregator rebuild`")
+
+	require.NoError(t, projection.Rebuild(ctx, projection.RebuildConfig{JS: js, LeaseTTL: time.Second, Catalog: b}))
+	require.Equal(t, b.Version(), ledgerPrices(t, js))
+	_, stop = runBuild(t, js, b)
+	ledgertest.Publish(t, js, []ledgertest.Message{{Event: event(2, "s1", "r2", 0, true, 2000, 100)}})
+	ledgertest.WaitCaughtUp(t, js)
+	stop()
+	d := verify(t, js, Options{Catalog: b})
+	require.True(t, d.Identical(), "%+v", d.Diffs)
 }
