@@ -17,7 +17,11 @@ import (
 	"github.com/agentledger/ledger/internal/emit"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/gateway"
+	internaltest "github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/names"
+	"github.com/agentledger/ledger/internal/pricebook"
+	"github.com/agentledger/ledger/internal/pricing"
+	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/provider"
 	_ "github.com/agentledger/ledger/internal/provider/builtin"
 	"github.com/agentledger/ledger/internal/retry"
@@ -72,8 +76,32 @@ func startGatewayRig(t *testing.T, seed uint64, mix fakeprovider.Mix, policy ret
 // provider (which must speak it: fpOpts.Dialects).
 func startRig(t *testing.T, fpOpts fakeprovider.Options, policy retry.Policy, added ...provider.Provider) *gatewayRig {
 	t.Helper()
-	r := &gatewayRig{ledger: ledgertest.Start(t), events: retry.NewMemorySink()}
-	r.js = r.ledger.Connect(t).JetStream()
+	return newRig(t, fpOpts, policy, nil, added...)
+}
+
+// newRig is startRig; with prices (a catalog file), the ledger prices
+// with that file alone (over an empty default catalog, so that the test's
+// rates are the only ones): it is loaded into ledger_prices (as
+// `aggregator prices load` does) before the aggregator starts, and the
+// gateway prices its answers with it too.
+func newRig(t *testing.T, fpOpts fakeprovider.Options, policy retry.Policy, prices []byte, added ...provider.Provider) *gatewayRig {
+	t.Helper()
+	r := &gatewayRig{events: retry.NewMemorySink()}
+	var catalog *pricing.Catalog
+	if prices == nil {
+		r.ledger = ledgertest.Start(t)
+		r.js = r.ledger.Connect(t).JetStream()
+	} else {
+		r.ledger = ledgertest.Start(t, ledgertest.WithoutAggregator())
+		r.js = r.ledger.Connect(t).JetStream()
+		none, err := pricing.Parse([]byte(`{"entries": []}`))
+		require.NoError(t, err)
+		book, err := pricebook.Open(context.Background(), r.js, topology.Config{}, none)
+		require.NoError(t, err)
+		catalog, err = book.Load(context.Background(), prices, "e2e.json", time.Now())
+		require.NoError(t, err)
+		internaltest.RunAggregator(t, r.js, projection.Config{LeaseTTL: time.Second, Catalog: none})
+	}
 	require.Eventually(t, func() bool {
 		_, err := r.js.KeyValue(context.Background(), names.RequestsBucket)
 		return err == nil
@@ -119,6 +147,7 @@ func startRig(t *testing.T, fpOpts fakeprovider.Options, policy retry.Policy, ad
 		ForwardLedgerHeaders: true,
 		AttemptTimeout:       rigTimeout,
 		StreamIdleTimeout:    rigTimeout,
+		Prices:               catalog,
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(gw)

@@ -14,9 +14,7 @@ import (
 
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/ledgertest"
-	"github.com/agentledger/ledger/internal/natstest"
 	"github.com/agentledger/ledger/internal/projection"
-	"github.com/agentledger/ledger/internal/topology"
 )
 
 // limitAtStart is the soft memory limit once the package is initialised,
@@ -40,14 +38,9 @@ func TestMemoryLimitPerCommand(t *testing.T) {
 	prev := debug.SetMemoryLimit(noLimit)
 	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
 
-	srv, _, js := natstest.StartJS(t)
-	url := srv.URL()
-	_, err := topology.EnsureAttempts(context.Background(), js, topology.Config{})
-	require.NoError(t, err)
 	// rebuild of an empty stream fails at present (the scratch projection
 	// is stopped while it starts), so the stream has a few events.
-	w := ledgertest.Generate(rand.New(rand.NewPCG(1, 2)), ledgertest.Spec{Sessions: 2, Calls: 5})
-	ledgertest.Publish(t, js, w.Messages)
+	url, js := streamWith(t, rand.New(rand.NewPCG(1, 2)), ledgertest.Spec{Sessions: 2, Calls: 5})
 
 	for _, tt := range []struct {
 		args  []string

@@ -8,9 +8,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/agentledger/ledger/internal/cli"
 	"github.com/agentledger/ledger/internal/pricebook"
 	"github.com/agentledger/ledger/internal/projection"
+	"github.com/agentledger/ledger/internal/replay"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -63,39 +66,39 @@ func pricesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		if err != nil {
 			return fmt.Errorf("prices load %s: %w", name, err)
 		}
-		v := cat.Version()
-		fmt.Fprintf(stdout, "loaded %s: catalog %s (%d entries) is now the current catalog\n", name, v, cat.Len())
-		switch ledger {
-		case "", v:
-			if ledger == "" {
-				fmt.Fprintln(stdout, "the ledger records no catalog yet: the aggregator prices with this one from its next lease term")
-			} else {
-				fmt.Fprintln(stdout, "the ledger already prices with this catalog")
-			}
-		default:
-			if prev, err := book.Catalog(ctx, ledger); err == nil && pricebook.ForwardOnly(prev, cat, time.Now()) {
-				fmt.Fprintf(stdout, "it prices every past attempt as the ledger's catalog %s does (it adds future prices or new models):\n"+
-					"the aggregator adopts it when its next lease term begins (a restart or a takeover)\n", ledger)
-				return nil
-			}
-			fmt.Fprintf(stdout, "it changes past prices: the ledger keeps pricing with catalog %s, never switching mid-history.\n"+
-				"run `aggregator verify` to see the drift in money this catalog makes on the recorded history,\n"+
-				"then `aggregator rebuild` to re-price the whole history with it (the switch records it in the ledger)\n", ledger)
-		}
-		return nil
+		fmt.Fprintf(stdout, "loaded %s: catalog %s (%d entries) is now the current catalog\n", name, cat.Version(), cat.Len())
+		return explainPrices(ctx, conn.JS, stdout)
 	}
 	entries, current, err := book.List(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "ledger:  %s\ncurrent: %s\n", orNone(ledger), current)
+	if err := explainPrices(ctx, conn.JS, stdout); err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tLOADED\tFILE\tBYTES\t")
-	fmt.Fprintf(tw, "%s\t(built in)\t(default catalog of this build)\t-\t\n", book.Default().Version())
+	fmt.Fprintln(tw, "VERSION\tSTORED\tFILE\tBYTES\tFORM\t")
+	fmt.Fprintf(tw, "%s\t(built in)\t(default catalog of this build)\t-\t-\t\n", book.Default().Version())
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t\n", e.Version, e.LoadedAt.Format(time.RFC3339), e.Name, len(e.File))
+		form := "resolved"
+		if len(e.Catalog) == 0 {
+			form = "old (file only: priced only by a build whose default made it)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t\n", e.Version, e.LoadedAt.Format(time.RFC3339), e.Name, len(e.File), form)
 	}
 	return tw.Flush()
+}
+
+// explainPrices prints what the aggregator does with the current catalog
+// (replay.ExplainPrices).
+func explainPrices(ctx context.Context, js jetstream.JetStream, w io.Writer) error {
+	note, pending, err := replay.ExplainPrices(ctx, js, nil)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(w, note, pending)
+	return err
 }
 
 func orNone(s string) string {

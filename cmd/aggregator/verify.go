@@ -111,9 +111,10 @@ func writeDriftTable(w io.Writer, d *replay.Drift, limit int) error {
 			signed(d.UnpricedTokenDelta))
 	}
 	if d.Prices != "" && d.Prices != d.LedgerPrices {
-		fmt.Fprintf(w, "recomputed with the current price catalog %s; the ledger prices with %s: `aggregator rebuild` re-prices its history\n",
-			d.Prices, orNone(d.LedgerPrices))
+		fmt.Fprintf(w, "recomputed with the current price catalog %s; the ledger prices with %s\n", d.Prices, orNone(d.LedgerPrices))
+		fmt.Fprint(w, d.PricesNote)
 	}
+	fmt.Fprint(w, d.DefaultPricesNote)
 	_, err := fmt.Fprintf(w, "checked %s, %s, %s and %s at live checkpoint %d: %s\n",
 		plural(d.SessionsChecked, "session"), plural(d.RollupsChecked, "rollup"), plural(d.RequestsChecked, "request"), plural(d.RejectionsChecked, "rejection"),
 		d.Checkpoint, verdict)

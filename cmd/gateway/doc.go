@@ -74,7 +74,10 @@
 // closed after --idle-timeout; one client (a digest of its credential)
 // has at most --max-calls-per-client requests in flight (429 beyond), and
 // the request bodies held at once are at most --max-body-bytes-in-flight
-// (503 with retry-after beyond). Refusals and accept errors are logged at
+// (503 with retry-after beyond); at most --max-estimates tokenizer
+// estimates (the input of an OpenAI stream whose usage never came) run at
+// once, and one past it is skipped (refusal reason estimate_skipped),
+// never waited for. Refusals and accept errors are logged at
 // WARN, at most once a second per reason, and counted. With
 // --metrics-addr it serves /metrics (requests, refusals by reason,
 // connections, bodies in flight, events queued and undelivered),

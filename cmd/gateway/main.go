@@ -154,7 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.outboxEvents, "outbox-max-events", emit.DefaultOutboxMaxEvents, "with --outbox: most unacknowledged events kept; when full, calls wait for acks and are refused past their deadline")
 	fs.Int64Var(&f.outboxBytes, "outbox-max-bytes", emit.DefaultOutboxMaxBytes, "with --outbox: most bytes of unacknowledged events kept")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long calls in flight may finish after SIGINT/SIGTERM before they are cut")
-	fs.StringVar(&f.pricesFile, "prices", "", "a price catalog `file` merged over the default catalog, to price each answer's attempt in the "+gateway.HeaderCost+" header (answers that are not streamed); the ledger prices with the catalog it records (aggregator prices)")
+	fs.StringVar(&f.pricesFile, "prices", "", "a price catalog `file` merged over the default catalog, to price each answer's attempt in the "+gateway.HeaderCost+" header (a trailer of a stream, after its last event); the ledger prices with the catalog it records (aggregator prices)")
 	f.limits.register(fs)
 	f.compat.register(fs)
 	if err := cli.Parse(fs, args); err != nil {

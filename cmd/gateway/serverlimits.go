@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -37,6 +38,7 @@ const (
 type limitFlags struct {
 	maxConns          int
 	maxCallsPerClient int
+	maxEstimates      int
 	maxBodyInFlight   int64
 	headerTimeout     time.Duration
 	idleTimeout       time.Duration
@@ -47,6 +49,7 @@ type limitFlags struct {
 func (l *limitFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.maxConns, "max-connections", defaultMaxConnections, "most client connections open at once; at the cap a new one takes the slot of an idle one, else waits until one closes (lowered to the file descriptor limit less "+fmt.Sprint(fdReserve)+")")
 	fs.IntVar(&l.maxCallsPerClient, "max-calls-per-client", gateway.DefaultMaxCallsPerClient, "most requests in flight of one client (a digest of its credential); past it 429 with retry-after")
+	fs.IntVar(&l.maxEstimates, "max-estimates", runtime.GOMAXPROCS(0), "most tokenizer estimates at once (the input of an OpenAI stream whose usage never came); past it the estimate is skipped, counted and logged (estimate_skipped), never waited for")
 	fs.Int64Var(&l.maxBodyInFlight, "max-body-bytes-in-flight", gateway.DefaultMaxBodyBytesInFlight, "byte budget of the request bodies held at once, across every call; past it 503 with retry-after")
 	fs.DurationVar(&l.headerTimeout, "header-timeout", defaultHeaderTimeout, "longest time to read a request's headers")
 	fs.DurationVar(&l.timeouts.BodyTimeout, "body-timeout", netlimit.DefaultBodyTimeout, "time a request body may take to arrive, plus one second per --min-body-rate bytes; past it 408")
@@ -62,6 +65,8 @@ func (l *limitFlags) validate() error {
 		return cli.Usagef("--max-connections: %d must be at least 1", l.maxConns)
 	case l.maxCallsPerClient < 1:
 		return cli.Usagef("--max-calls-per-client: %d must be at least 1", l.maxCallsPerClient)
+	case l.maxEstimates < 1:
+		return cli.Usagef("--max-estimates: %d must be at least 1", l.maxEstimates)
 	case l.maxBodyInFlight < 1:
 		return cli.Usagef("--max-body-bytes-in-flight: %d must be positive", l.maxBodyInFlight)
 	case l.headerTimeout <= 0:
@@ -80,7 +85,7 @@ func (l *limitFlags) validate() error {
 
 // gatewayLimits are the limits the gateway's handler applies.
 func (l *limitFlags) gatewayLimits(refusals *netlimit.Refusals) gateway.Limits {
-	return gateway.Limits{MaxBodyBytesInFlight: l.maxBodyInFlight, MaxCallsPerClient: l.maxCallsPerClient, Timeouts: l.timeouts, Refusals: refusals}
+	return gateway.Limits{MaxBodyBytesInFlight: l.maxBodyInFlight, MaxCallsPerClient: l.maxCallsPerClient, MaxEstimates: l.maxEstimates, Timeouts: l.timeouts, Refusals: refusals}
 }
 
 // connectionCap is --max-connections, lowered to what the file

@@ -10,8 +10,11 @@
 //   RUN          prefix of the session names
 //   CALLS        calls per route
 //   IDEM_KEY     an Idempotency-Key for the client-retry case
+//   FALLBACK_ID  a request ID for the fallback case: a stream on
+//                claude-sonnet-4-5, then, if it fails, the same request
+//                on claude-haiku-4-5
 // It prints one JSON document: per session, the calls made and those the
-// client saw succeed; and the client-retry case's outcome.
+// client saw succeed; and the client-retry and fallback cases' outcomes.
 
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -135,6 +138,29 @@ if (process.env.IDEM_KEY) {
     result.idempotency = { ok: r.data.choices[0].message.content.includes(answer), request_id: r.response.headers.get('x-ledger-request-id') };
   } catch (e) {
     result.idempotency = { ok: false, error: String(e) };
+  }
+}
+
+// A client that falls back to another model when its call fails, under
+// the same request ID (X-Ledger-Request-Id): one request whose attempts
+// ran on two models, each priced at its own.
+if (process.env.FALLBACK_ID) {
+  const c = anthropic('fallback');
+  const headers = { 'X-Ledger-Request-Id': process.env.FALLBACK_ID };
+  result.fallback = { first_failed: false, ok: false };
+  try {
+    const stream = await c.messages.create({ model: 'claude-sonnet-4-5', max_tokens: 2048, messages, stream: true }, { headers });
+    for await (const ev of stream) void ev;
+  } catch {
+    result.fallback.first_failed = true;
+  }
+  if (result.fallback.first_failed) {
+    try {
+      const m = await c.messages.create({ model: 'claude-haiku-4-5', max_tokens: 2048, messages }, { headers });
+      result.fallback.ok = m.content[0].text.includes(answer);
+    } catch (e) {
+      result.fallback.error = String(e);
+    }
   }
 }
 

@@ -174,7 +174,19 @@
 // knowable from it (each provider's documentation says what its streams
 // leave out: an OpenAI stream's input, the output an Anthropic stream
 // generated after its last usage report; Gemini's running totals leave
-// nothing out).
+// nothing out). An OpenAI stream whose usage never came records its
+// input estimated from the request (estimated_input_tokens, never in the
+// usage); at most Limits.MaxEstimates estimates run at once, and one past
+// the cap is skipped (counted and logged, never waited for).
+//
+// # Cost
+//
+// With Config.Prices every answer carries the answered attempt's cost
+// (HeaderCost, X-Ledger-Cost: US dollars, or "unpriced"): a header when
+// the answer is not streamed; a stream announces it as a trailer and
+// sends it after its last event, priced from the usage the stream
+// reported (an estimated input is never priced). A stream cut upstream is
+// cut for the client too, without the trailer.
 //
 // # Credentials
 //

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,6 +10,7 @@ import (
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/provider"
 	oai "github.com/agentledger/ledger/internal/provider/openai"
+	"github.com/agentledger/ledger/internal/retry"
 )
 
 // A stream of OpenAI's dialect whose usage never came (cut before its
@@ -68,4 +70,49 @@ func TestStreamWithoutUsageRecordsTheEstimatedInput(t *testing.T) {
 			assert.Equal(t, tc.estimated, evs[0].EstimatedInputTokens)
 		})
 	}
+}
+
+// The tokenizer estimates run at most Limits.MaxEstimates at once (by
+// default GOMAXPROCS): with every slot taken, a stream without usage is
+// recorded without an estimate, at once, and the skip is counted and
+// logged; a stream whose usage came needs no slot; once a slot is free
+// the estimate is made again. Before, nothing bounded the estimates
+// (each about 33 ms of CPU for a 256 KiB body).
+func TestEstimatesAreCapped(t *testing.T) {
+	const chatBody = `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	t.Run("default and validation", func(t *testing.T) {
+		h := newHarness(t, "http://127.0.0.1:1", nil)
+		assert.Equal(t, runtime.GOMAXPROCS(0), cap(h.gw.estimates))
+		_, err := New(Config{Retry: retry.Options{Sink: retry.NewMemorySink()}, Limits: Limits{MaxEstimates: -1}})
+		require.ErrorContains(t, err, "Limits.MaxEstimates is -1")
+	})
+	t.Run("skipped at the cap", func(t *testing.T) {
+		up := startScripted(t, sse(true, chunk("a"), chunk("b")), sse(false, chunk("a"), usageChunk, "data: [DONE]"), sse(true, chunk("a"), chunk("b")))
+		h := newHarness(t, up.srv.URL, func(c *Config) { c.Limits.MaxEstimates = 2 })
+		h.gw.estimates <- struct{}{} // two estimates running elsewhere
+		h.gw.estimates <- struct{}{}
+		skipped := func() uint64 { return h.gw.Stats().Refusals[ReasonEstimateSkipped] }
+
+		_, err := read(h.post("/v1/chat/completions", chatBody, "Authorization", "Bearer k"))
+		require.Error(t, err, "the stream was cut")
+		evs := h.events()
+		require.Len(t, evs, 1)
+		assert.Equal(t, events.Usage{OutputTokens: 2}, evs[0].Usage)
+		assert.Zero(t, evs[0].EstimatedInputTokens, "skipped, not waited for")
+		assert.Equal(t, uint64(1), skipped())
+		assert.True(t, h.logs.Contains("Limits.MaxEstimates estimates are running"), "the skip is logged")
+
+		_, err = read(h.post("/v1/chat/completions", chatBody, "Authorization", "Bearer k"))
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1), skipped(), "a stream whose usage came needs no estimate")
+
+		<-h.gw.estimates // one of them ends
+		_, err = read(h.post("/v1/chat/completions", chatBody, "Authorization", "Bearer k"))
+		require.Error(t, err)
+		evs = h.events()
+		require.Len(t, evs, 3)
+		assert.Equal(t, int64(8), evs[2].EstimatedInputTokens, "a free slot: estimated")
+		assert.Equal(t, uint64(1), skipped())
+		assert.Len(t, h.gw.estimates, 1, "the estimate gave its slot back")
+	})
 }

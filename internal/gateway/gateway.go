@@ -99,11 +99,12 @@ type Config struct {
 	// Limits are what one client can hold of the gateway: bodies in
 	// flight, calls, time.
 	Limits Limits
-	// Prices, when set, prices the attempt of every answer that is not
-	// streamed: its cost in US dollars goes to the client in
-	// HeaderCost (a stream's headers leave before its usage is known).
-	// The ledger prices the same attempt with the catalog it records;
-	// the header is for the client's information.
+	// Prices, when set, prices the attempt of every answer: its cost in
+	// US dollars goes to the client in HeaderCost, a header of an answer
+	// that is not streamed and a trailer of a stream (whose headers
+	// leave before its usage is known). The ledger prices the same
+	// attempt with the catalog it records; the header is for the
+	// client's information.
 	Prices *pricing.Catalog
 }
 
@@ -143,6 +144,7 @@ type Gateway struct {
 	budget              *netlimit.Budget
 	perClient           *netlimit.PerKey
 	refusals            *netlimit.Refusals
+	estimates           chan struct{} // a slot per running estimate, Limits.MaxEstimates
 	requests, accounted atomic.Uint64
 }
 
@@ -187,6 +189,7 @@ func New(cfg Config) (*Gateway, error) {
 	if g.perClient, err = netlimit.NewPerKey(cfg.Limits.MaxCallsPerClient); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	g.estimates = make(chan struct{}, cfg.Limits.MaxEstimates)
 	return g, nil
 }
 

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/agentledger/ledger/internal/netlimit"
+	"github.com/agentledger/ledger/internal/provider"
 )
 
 // Defaults of Limits.
@@ -43,11 +45,24 @@ type Limits struct {
 	// Timeouts bound a request's body and each write of its answer;
 	// zero fields get netlimit's defaults.
 	Timeouts netlimit.Timeouts
+	// MaxEstimates caps the tokenizer estimates that run at once: the
+	// input of an OpenAI stream whose usage never came, estimated from
+	// its request (about 33 ms of CPU for a 256 KiB body). An estimate
+	// past the cap is skipped, never waited for (it runs while the
+	// client waits for its stream's end): the attempt is recorded
+	// without one (estimated_input_tokens 0) and the skip is counted and
+	// logged as refusal reason ReasonEstimateSkipped. Default
+	// runtime.GOMAXPROCS(0).
+	MaxEstimates int
 	// Refusals counts and logs (at WARN, rate-limited) what the limits
 	// refuse; share the listener's. Nil: the gateway's own, logging to
 	// Config.Logger.
 	Refusals *netlimit.Refusals
 }
+
+// ReasonEstimateSkipped is the refusal reason of a tokenizer estimate
+// skipped at Limits.MaxEstimates.
+const ReasonEstimateSkipped = "estimate_skipped"
 
 func (l *Limits) defaults(log *slog.Logger) error {
 	if l.MaxBodyBytesInFlight == 0 {
@@ -55,6 +70,9 @@ func (l *Limits) defaults(log *slog.Logger) error {
 	}
 	if l.MaxCallsPerClient == 0 {
 		l.MaxCallsPerClient = DefaultMaxCallsPerClient
+	}
+	if l.MaxEstimates == 0 {
+		l.MaxEstimates = runtime.GOMAXPROCS(0)
 	}
 	t := &l.Timeouts
 	if t.BodyTimeout == 0 {
@@ -71,6 +89,8 @@ func (l *Limits) defaults(log *slog.Logger) error {
 		return fmt.Errorf("Limits.MaxBodyBytesInFlight is %d; it must be positive", l.MaxBodyBytesInFlight)
 	case l.MaxCallsPerClient < 0:
 		return fmt.Errorf("Limits.MaxCallsPerClient is %d; it must be positive", l.MaxCallsPerClient)
+	case l.MaxEstimates < 0:
+		return fmt.Errorf("Limits.MaxEstimates is %d; it must be positive", l.MaxEstimates)
 	}
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("Limits.Timeouts: %w", err)
@@ -196,4 +216,23 @@ func (g *Gateway) passthroughError(w http.ResponseWriter, r *http.Request, err e
 	}
 	w.Header().Set(HeaderGatewayError, "upstream_unreachable")
 	w.WriteHeader(http.StatusBadGateway)
+}
+
+// estimate returns the input e estimates, when it needs one and a slot of
+// Limits.MaxEstimates is free; a skipped estimate is 0, counted and
+// logged (ReasonEstimateSkipped).
+func (c *call) estimate(e provider.InputEstimator) int64 {
+	if !e.NeedsEstimate() {
+		return 0
+	}
+	select {
+	case c.g.estimates <- struct{}{}:
+		defer func() { <-c.g.estimates }()
+		return e.EstimatedInput()
+	default:
+		c.g.refusals.Refuse(c.r.Context(), ReasonEstimateSkipped,
+			"gateway: the input of a stream without usage was not estimated: Limits.MaxEstimates estimates are running; the attempt is recorded without an estimate",
+			slog.String("provider", c.t.u.name), slog.String("model", c.model), slog.Int("max_estimates", c.g.cfg.Limits.MaxEstimates))
+		return 0
+	}
 }

@@ -27,7 +27,11 @@ const (
 	HeaderLabels = "X-Ledger-Labels"
 	// HeaderCost is the answered attempt's cost in US dollars (exact
 	// decimal, "0.003375") when Config.Prices prices it, "unpriced"
-	// when its model has no price; absent on streams.
+	// when its model has no price. A stream announces it as a trailer
+	// (Trailer: X-Ledger-Cost) and sends it after its last event: the
+	// cost of the usage the stream reported (an estimated input is never
+	// priced). A stream cut upstream is cut for the client too, so its
+	// trailer never arrives (the ledger has its cost).
 	HeaderCost = "X-Ledger-Cost"
 	// HeaderIdempotencyKey names the request when HeaderRequestID is
 	// absent.

@@ -17,15 +17,30 @@ import (
 // is an error is kept to relay, should the attempt be the last. From the
 // first event on the call is committed: a failure ends it (the client's
 // response is cut), with what the stream reported so far.
+//
+// With Config.Prices, a committed stream's answer announces HeaderCost as
+// a trailer (its headers leave before the usage is known) and sets it
+// once the stream has ended: the cost of what the stream reported, priced
+// as the answers that are not streamed are.
 func (c *call) stream(actx context.Context, dl *deadline, resp *http.Response, a retry.Attempt) (retry.Report, error) {
+	rep, err := c.relay(actx, dl, resp, a)
+	if c.committed && c.g.cfg.Prices != nil {
+		c.w.Header().Set(HeaderCost, c.cost(rep.Usage, rep.ServiceTier))
+	}
+	return rep, err
+}
+
+// relay is stream's relay of the events and their usage.
+func (c *call) relay(actx context.Context, dl *deadline, resp *http.Response, a retry.Attempt) (retry.Report, error) {
 	acc := c.t.u.p.NewStream(c.t.rt, resp.Header, c.req)
 	rd := newSSEReader(resp.Body, int(c.g.cfg.MaxResponseBytes))
 	report := func() retry.Report {
 		r := retry.Report{Usage: sanitize(acc.Usage()), ProviderRequestID: acc.ProviderID(), ServiceTier: acc.ServiceTier(), Header: resp.Header}
 		if e, ok := acc.(provider.InputEstimator); ok {
 			// The usage never came: the input estimated from the request,
-			// recorded apart from the usage (estimated_input_tokens).
-			r.EstimatedInputTokens = e.EstimatedInput()
+			// recorded apart from the usage (estimated_input_tokens),
+			// within Limits.MaxEstimates.
+			r.EstimatedInputTokens = c.estimate(e)
 		}
 		return r
 	}
@@ -91,6 +106,10 @@ func (c *call) stream(actx context.Context, dl *deadline, resp *http.Response, a
 func (c *call) commit(resp *http.Response, a retry.Attempt) {
 	clientHeader(c.w.Header(), resp.Header)
 	c.w.Header().Set(HeaderRequestID, a.RequestID)
+	if c.g.cfg.Prices != nil {
+		// Its value is known once the stream has ended (see stream).
+		c.w.Header().Set("Trailer", HeaderCost)
+	}
 	c.w.WriteHeader(resp.StatusCode)
 	c.committed = true
 }

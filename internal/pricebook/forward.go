@@ -7,20 +7,29 @@ import (
 	"github.com/agentledger/ledger/internal/pricing"
 )
 
-// ForwardOnly reports whether next prices every attempt that started
-// before now exactly as prev does, so that a ledger priced with prev may
-// go on with next without re-pricing its history: every entry of prev is
-// in next with the same rates, and every entry next adds either takes
-// effect after now (a future price) or prices a provider, model and tier
-// prev has no entry for and does not shadow one (an exact model ID whose
-// family prev prices would change the price of that ID's past attempts).
-// A new model's past attempts stay unpriced until a rebuild; verify
-// shows them.
-func ForwardOnly(prev, next *pricing.Catalog, now time.Time) bool {
-	type key struct{ provider, model, tier string }
-	type dated struct {
-		key
-		from time.Time
+// ForwardOnly reports whether next prices every attempt a ledger priced
+// with prev has applied exactly as prev does, so that the ledger may go
+// on with next without re-pricing its history. through is the latest
+// started_at of those attempts (the ledger keeps it with its
+// checkpoint): every entry of prev is in next with the same prices, and
+// every entry next adds takes effect after through, whether it is a new
+// dated price of a priced model or the first price of a new model (or an
+// exact ID under a priced family: the lookup falls back to the family
+// before the exact ID's first date).
+//
+// The attempts the ledger applied are judged, not a clock: an attempt
+// may start after a process's now (another host's clock), and a new
+// model's entry dated in the past would price the attempts of that model
+// the ledger already counted as unpriced, which a rebuild with next
+// would price and verify would report. Such a catalog is adopted by a
+// rebuild; to adopt a new model's price without one, date it after the
+// ledger's last attempt (from today, say). An attempt applied later
+// with an older started_at (an ingest of old logs) is priced with next,
+// as a rebuild with next prices it.
+func ForwardOnly(prev, next *pricing.Catalog, through time.Time) bool {
+	type key struct {
+		provider, model, tier string
+		from                  time.Time
 	}
 	// The prices of an entry: its rates and long-context tiers (its
 	// source, reading date and note are not prices).
@@ -29,32 +38,21 @@ func ForwardOnly(prev, next *pricing.Catalog, now time.Time) bool {
 		Tiers []pricing.Tier
 	}
 	strip := func(e pricing.Entry) prices { return prices{e.Rates, e.Tiers} }
-	old := map[dated]prices{}
-	keys := map[key]bool{}
+	old := map[key]prices{}
 	for _, e := range prev.Entries() {
-		k := key{e.Provider, e.Model, e.ServiceTier}
-		old[dated{k, e.EffectiveFrom}] = strip(e)
-		keys[k] = true
+		old[key{e.Provider, e.Model, e.ServiceTier, e.EffectiveFrom}] = strip(e)
 	}
 	seen := 0
 	for _, e := range next.Entries() {
-		k := key{e.Provider, e.Model, e.ServiceTier}
-		if o, ok := old[dated{k, e.EffectiveFrom}]; ok {
+		if o, ok := old[key{e.Provider, e.Model, e.ServiceTier, e.EffectiveFrom}]; ok {
 			if !reflect.DeepEqual(o, strip(e)) {
 				return false // a price rewritten
 			}
 			seen++
 			continue
 		}
-		switch {
-		case e.EffectiveFrom.After(now):
-			// a future price
-		case keys[k]:
-			return false // a new dated price of a priced model, already in effect
-		default:
-			if fam := pricing.Family(e.Provider, e.Model); fam != e.Model && keys[key{e.Provider, fam, e.ServiceTier}] {
-				return false // an exact ID that shadows its family's price
-			}
+		if !e.EffectiveFrom.After(through) {
+			return false // an added price in effect for an attempt already applied
 		}
 	}
 	return seen == len(old) // no entry removed

@@ -464,6 +464,11 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources, t *term) 
 		return err
 	}
 	defer stopConsuming()
+	watch, err := a.watchPrices(runCtx, res)
+	if err != nil {
+		return err
+	}
+	defer watch.Stop()
 	c := &committer{b: b, ctx: ctx, runCtx: runCtx}
 	defer c.drain()
 	batch := make([]fetched, 0, a.cfg.BatchSize)
@@ -481,6 +486,9 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources, t *term) 
 		if err := b.fault(FaultAfterRead); err != nil {
 			return err
 		}
+		if err := a.adoptPrices(runCtx, res, b, c, watch); err != nil {
+			return err
+		}
 		j, err := b.prepare(runCtx, batch)
 		if err != nil {
 			return err
@@ -489,6 +497,34 @@ func (a *Aggregator) loop(ctx, runCtx context.Context, res *resources, t *term) 
 			return err
 		}
 	}
+}
+
+// watchPrices watches the current catalog of ledger_prices for the
+// term: nil (no watch) when Config.Apply replaces the pricing.
+func (a *Aggregator) watchPrices(ctx context.Context, res *resources) (*pricebook.Watch, error) {
+	if a.cfg.Apply != nil {
+		return nil, nil
+	}
+	return res.book.WatchCurrent(ctx)
+}
+
+// adoptPrices lets a running term adopt a catalog loaded since it began
+// (term.adopt), between two batches: once the batch in flight has
+// committed (priced and checkpointed with the old version), the next one
+// is priced with the new catalog and its checkpoint records it.
+func (a *Aggregator) adoptPrices(ctx context.Context, res *resources, b *batcher, c *committer, w *pricebook.Watch) error {
+	v, ok := w.Changed()
+	if !ok || v == b.term.prices {
+		return nil
+	}
+	if err := c.wait(); err != nil {
+		return err
+	}
+	adopted, err := b.term.adopt(ctx, res, v, a.log)
+	if adopted {
+		b.apply = b.term.priced.tracking(Priced(b.term.catalog))
+	}
+	return err
 }
 
 // newBatcher finishes a rebuild's switch that was interrupted, then
@@ -515,6 +551,7 @@ func (a *Aggregator) newBatcher(ctx context.Context, res *resources, t *term) (*
 	if b.apply = a.cfg.Apply; b.apply == nil {
 		b.apply = Priced(t.catalog)
 	}
+	b.apply = t.priced.tracking(b.apply)
 	if b.absentReq, err = emptyFilter(ctx, res.requests); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -22,6 +23,10 @@ type checkpoint struct {
 	// Prices is the version of the price catalog the ledger prices with
 	// (pricebook); "" before the ledger was first priced.
 	Prices string `json:"prices,omitempty"`
+	// PricedThrough is the latest started_at of the attempts the ledger
+	// has priced, rounded up to the second, or pricedUnknown (see
+	// startedMark); zero when none.
+	PricedThrough time.Time `json:"priced_through,omitzero"`
 	// Switch is a rebuild's switch in progress, if any.
 	Switch *switchRecord `json:"switch,omitempty"`
 }
@@ -40,6 +45,9 @@ type switchRecord struct {
 	// Prices is the catalog version the rebuild priced with; the ledger
 	// has it once the switch is done.
 	Prices string `json:"prices,omitempty"`
+	// PricedThrough is the rebuild's (checkpoint.PricedThrough); the
+	// ledger has it once the switch is done.
+	PricedThrough time.Time `json:"priced_through,omitzero"`
 	// Messages in the scratch buckets' and rejection stream's streams when
 	// the switch was recorded (the scratch projection had stopped).
 	Requests uint64 `json:"requests_msgs"`

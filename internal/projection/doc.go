@@ -190,20 +190,71 @@
 // the log like every other field. So a record stays a function of the set
 // of its events, for a given catalog, and every argument above holds.
 // Which catalog: the version the ledger records in its checkpoint
-// ("prices"), rebuilt from bucket ledger_prices (package pricebook). A
-// term prices with that version and writes it with every checkpoint; an
-// empty ledger (or one written before pricing) adopts the current catalog
-// when a term begins. A catalog loaded later is adopted when a term begins
-// only if it prices every past attempt alike (pricebook.ForwardOnly: new
-// models, future prices); one that changes a past price is never used
-// mid-ledger: the writer that holds the lease prices with the recorded
-// version, a standby that takes over reads it from the checkpoint, and a build that cannot
-// rebuild that version (its default catalog differs) refuses to write
-// (pricebook.ErrUnavailable), as for newer rules. A rebuild's scratch
-// ledger adopts the current catalog; its switch records that version, so
-// the rebuild re-prices the whole history and the live term goes on with
-// it. Verify recomputes with the current catalog: a loaded correction
-// shows as a drift in money until the rebuild.
+// ("prices"), read from bucket ledger_prices (package pricebook), where
+// every version is stored resolved, so any build prices with it. A term
+// prices with that version and writes it with every checkpoint; an empty
+// ledger (or one written before pricing) adopts the current catalog when
+// a term begins. When a term begins, this build's default catalog merged
+// with the current user's file is a catalog change like a loaded file
+// (pricebook.Book.AdoptDefault): stored and made current if its version
+// differs, then judged below. One that changes the price of an attempt
+// the ledger has applied is never used mid-ledger: the writer that holds
+// the lease prices with the recorded version (an upgrade whose default
+// corrects a past price says so at WARN: verify shows the drift, a
+// rebuild re-prices), a standby that takes over reads it from the
+// checkpoint, and a build that cannot read that version (stored in the
+// old form, the user's file only, over another default; or never stored)
+// refuses to write (pricebook.ErrUnavailable), as for newer rules. A
+// rebuild's scratch ledger adopts the current catalog; its switch records
+// that version, so the rebuild re-prices the whole history and the live
+// term goes on with it. Verify recomputes with the current catalog: a
+// correction shows as a drift in money until the rebuild.
+//
+// A catalog that only adds prices is adopted without a rebuild, by the
+// running term (a KV watch of ledger_prices' current key, which the term
+// owns and stops when it ends) or when a term begins. Why that is safe:
+//
+//   - What is judged is the attempts already applied, not a clock. The
+//     checkpoint keeps priced_through, the latest started_at of the
+//     attempts the ledger has priced (rounded up to the second; the
+//     batch in preparation is counted too, which only makes the judgement
+//     stricter). pricebook.ForwardOnly accepts the new catalog only if
+//     every entry of the old one is in it with the same prices and every
+//     entry it adds takes effect after priced_through. The lookup takes,
+//     for an attempt's provider, model (exact ID, else family) and tier,
+//     the latest entry in effect at its started_at; an added entry is in
+//     effect for no applied attempt, and an exact ID added under a priced
+//     family falls back to the family before its date. So every applied
+//     attempt costs the same under both versions (a new model's earlier
+//     attempts stay unpriced under both), every record is what a rebuild
+//     with the new version would make, and verify with it says identical.
+//     A new model's price dated before priced_through would price
+//     attempts the ledger counted as unpriced: that is a correction, and
+//     a rebuild adopts it. (Before, ForwardOnly compared with the
+//     process's clock and let any new model through, whatever its date.)
+//   - Only between batches. The watch is read before a batch is
+//     prepared; on a change the term waits for the batch in flight to
+//     commit (priced, and checkpointed, with the old version), judges the
+//     change against priced_through, which by then counts every attempt
+//     applied, and prices the next batch with the new catalog. That
+//     batch's checkpoint is the first to record the new version, so a
+//     term that begins after a crash reads the version that priced the
+//     records it finds. An attempt of the next batch whose started_at is
+//     after an added price's date is priced at that price, as a rebuild
+//     prices it; one with an older started_at (a late ingest) is priced
+//     by the entries in effect then, the same in both versions.
+//   - A ledger whose checkpoint does not keep priced_through (written
+//     before it was kept) is judged against the far future: nothing is
+//     adopted without a rebuild, whose switch brings the rebuild's mark.
+//     The mark is not recomputed at a term's start from the records
+//     (the latest started_at in their logs): that is a scan of the whole
+//     ledger under a fresh lease, and it would help no ledger of the one
+//     build that wrote no mark, whose recorded version is its default
+//     catalog (or a file over it) stored in the old form: a build whose
+//     default differs cannot read that version to judge a change against
+//     it anyway, and one whose default gives it again has no default
+//     change to adopt. The rebuild that such a ledger needs brings the
+//     mark.
 //
 // # Rebuild
 //

@@ -135,8 +135,11 @@ func (c *changeRecorder) RequestsCommitted(cs Changes) {
 // Two aggregators never price one ledger with two catalog versions: the
 // ledger records the version it prices with; a standby that takes over
 // after a crash prices with that version even though a newer catalog was
-// loaded meanwhile; and a build whose default catalog cannot rebuild the
-// recorded version refuses to write.
+// loaded meanwhile; and a build with another default catalog (one that
+// prices model-x in the past, a correction) prices with the recorded
+// version too, loaded resolved from ledger_prices (before, it could not
+// rebuild that version from the file and its own default, and refused to
+// start: pricebook.ErrUnavailable).
 func TestTwoCatalogVersionsNeverMix(t *testing.T) {
 	e := newEnv(t)
 	v1 := e.loadPrices(priceFile("1", "2"))
@@ -160,20 +163,25 @@ func TestTwoCatalogVersionsNeverMix(t *testing.T) {
 	v2 := e.loadPrices(priceFile("3", "4"))
 	require.NotEqual(t, v1.Version(), v2.Version())
 
-	// A build with other default prices cannot rebuild v1: it refuses.
+	// A build with other default prices writes with v1 too.
 	other, err := pricing.Parse([]byte(`{"entries": [{"provider": "anthropic", "model": "model-x", "effective_from": "2026-01-01",
  "input": "7", "output": "7", "source": "test", "read_on": "2026-11-30"}]}`))
 	require.NoError(t, err)
-	c := e.start(Config{InstanceID: "c", Catalog: pricing.Default().Merge(other)})
-	err = c.waitStopped(t)
-	require.ErrorIs(t, err, pricebook.ErrUnavailable)
+	quarter := half + (len(ws)-half)/2
+	c := e.start(Config{InstanceID: "c", BatchSize: 5, Catalog: pricing.Default().Merge(other)})
+	e.publish(ws[half:quarter]...)
+	e.waitCheckpoint(e.lastSeq())
+	got, err := LedgerPrices(context.Background(), e.js)
+	require.NoError(t, err)
+	require.Equal(t, v1.Version(), got, "the other build keeps the recorded version")
+	require.NoError(t, c.stop(t))
 
 	b := e.start(Config{InstanceID: "b", BatchSize: 11})
-	e.publish(ws[half:]...)
+	e.publish(ws[quarter:]...)
 	e.waitCheckpoint(e.lastSeq())
 	require.True(t, b.agg.Leading())
 	e.requireLedger(buildModelPriced(wireStored(ws), v1))
-	got, err := LedgerPrices(context.Background(), e.js)
+	got, err = LedgerPrices(context.Background(), e.js)
 	require.NoError(t, err)
 	require.Equal(t, v1.Version(), got, "the ledger keeps the version it recorded")
 }
@@ -194,9 +202,11 @@ func withModel(t *testing.T, w wire, models []string) wire {
 	return w
 }
 
-// A catalog that only adds a new model and a future price is adopted
-// when the next lease term begins (here: a standby taking over), and the
-// ledger is the same as if it had been priced with it from the start.
+// A catalog that only adds a new model and a future price, each from
+// after the latest attempt the ledger priced (the workload's attempts
+// start on 2026-11-30), is adopted when the next lease term begins (here:
+// a standby taking over), and the ledger is the same as if it had been
+// priced with it from the start.
 func TestForwardOnlyCatalogAdoptedAtNextTerm(t *testing.T) {
 	e := newEnv(t)
 	e.loadPrices(priceFile("1", "2"))
@@ -214,7 +224,7 @@ func TestForwardOnlyCatalogAdoptedAtNextTerm(t *testing.T) {
  {"provider": "anthropic", "model": "model-a", "effective_from": "2026-01-01", "input": "1", "output": "2", "source": "test", "read_on": "2026-11-30"},
  {"provider": "anthropic", "model": "model-a", "effective_from": "2100-01-01", "input": "9", "output": "9", "source": "test", "read_on": "2026-11-30"},
  {"provider": "anthropic", "model": "model-b", "effective_from": "2026-01-01", "input": "10", "output": "20", "source": "test", "read_on": "2026-11-30"},
- {"provider": "anthropic", "model": "model-z", "effective_from": "2026-01-01", "input": "4", "output": "4", "source": "test", "read_on": "2026-11-30"}
+ {"provider": "anthropic", "model": "model-z", "effective_from": "2026-12-01", "input": "4", "output": "4", "source": "test", "read_on": "2026-11-30"}
 ]}`))
 	e.start(Config{InstanceID: "b", BatchSize: 7})
 	e.publish(ws[half:]...)

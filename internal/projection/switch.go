@@ -46,7 +46,7 @@ func (r *rebuild) recordSwitch(ctx context.Context, t *term, finish func() (uint
 	if err != nil {
 		return err
 	}
-	sw := &switchRecord{Checkpoint: cp, Scratch: r.scratch, Rules: r.cfg.Rules, Prices: scp.Prices}
+	sw := &switchRecord{Checkpoint: cp, Scratch: r.scratch, Rules: r.cfg.Rules, Prices: scp.Prices, PricedThrough: scp.PricedThrough}
 	if sw.Requests, sw.Sessions, sw.Rejected, sw.Rollups, err = scratch.counts(ctx); err != nil {
 		return err
 	}
@@ -162,6 +162,9 @@ func completeSwitch(ctx context.Context, js jetstream.JetStream, live *resources
 		log.Info("switch: the ledger is priced with the rebuild's catalog", "catalog", sw.Prices, "was", t.prices)
 		t.prices, t.catalog = sw.Prices, nil
 	}
+	// The records are the rebuild's: so is the latest attempt they priced
+	// (the live term applies the events after the checkpoint again).
+	t.priced.set(sw.PricedThrough, sw.Checkpoint)
 	if err := t.writeCheckpoint(ctx, live.stateW, checkpoint{Seq: sw.Checkpoint}); err != nil {
 		return fmt.Errorf("projection: setting the checkpoint to %d: %w", sw.Checkpoint, err)
 	}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/pricebook"
 	"github.com/agentledger/ledger/internal/pricing"
@@ -40,8 +42,14 @@ type term struct {
 	// attempt with it and with nothing else.
 	prices  string
 	catalog *pricing.Catalog
-	cp      checkpoint
-	cpRev   uint64
+	// priced is the latest started_at of the attempts the ledger has
+	// priced, which a catalog change is judged against; written with
+	// every checkpoint.
+	priced startedMark
+	// considered is the last catalog version the term judged (consider).
+	considered string
+	cp         checkpoint
+	cpRev      uint64
 	// The last sequence of each stream the term writes, as the term knows
 	// it: its own writes are the only ones since it began.
 	reqLast, sesLast, rolLast, rejLast uint64
@@ -69,10 +77,11 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 		log.Warn("aggregator: the ledger moves to newer projection rules; records written before keep the old ones until a rebuild",
 			"ledger_rules", cp.Rules, "rules", rules)
 	}
+	t.priced.set(cp.PricedThrough, cp.Seq)
 	if err := t.choosePrices(ctx, res, cp, log); err != nil {
 		return nil, err
 	}
-	cp.Term, cp.Rules, cp.Prices = t.id, max(cp.Rules, rules), t.prices
+	cp.Term, cp.Rules, cp.Prices, cp.PricedThrough = t.id, max(cp.Rules, rules), t.prices, t.priced.through()
 	if t.cpRev, err = res.stateW.putOne(ctx, names.CheckpointKey, mustJSON(cp), rev); err != nil {
 		return nil, fmt.Errorf("projection: beginning term %d: %w", t.id, err)
 	}
@@ -97,17 +106,28 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 // choosePrices sets the catalog version the term prices with: the one
 // the ledger records in cp, or, for a ledger that records none (an empty
 // one, or one written before pricing), the current catalog of
-// ledger_prices, which the term then records. A newer current catalog is
-// adopted when the term begins only if it prices every attempt started so
-// far as the recorded one does (pricebook.ForwardOnly: it adds future
-// prices or new models); a change of a past price is never used
-// mid-ledger: a rebuild re-prices the history with it and its switch
-// records it. The catalog itself is loaded by the batcher (loadCatalog),
-// so that a rebuild's live term, which prices nothing, does not need it.
+// ledger_prices, which the term then records. First this build's default
+// catalog, merged with the current user's file, is made current when it
+// is a new version (pricebook.Book.AdoptDefault). A newer current catalog
+// is adopted when the term begins, or later between two batches (adopt),
+// only if it prices every attempt the ledger has applied as the recorded
+// one does (pricebook.ForwardOnly against the latest started_at the
+// ledger priced: it adds prices from after it); a change of a past price
+// is never used mid-ledger: a rebuild re-prices the history with it and
+// its switch records it. The catalog itself is loaded by the batcher
+// (loadCatalog), so that a rebuild's live term, which prices nothing,
+// does not need it.
 func (t *term) choosePrices(ctx context.Context, res *resources, cp checkpoint, log *slog.Logger) error {
-	current, err := res.book.Current(ctx)
+	// This build's default catalog is a catalog change like a loaded
+	// file: stored (resolved, so that any build can price with it), made
+	// current, and judged below as one.
+	current, changed, err := res.book.AdoptDefault(ctx, t.lease.now())
 	if err != nil {
 		return err
+	}
+	if changed {
+		log.Info("aggregator: this build's default price catalog, merged with the current user's file if any, is a new catalog version: stored and made current",
+			"current_catalog", current, "ledger_catalog", cp.Prices)
 	}
 	t.prices = cp.Prices
 	switch {
@@ -118,31 +138,143 @@ func (t *term) choosePrices(ctx context.Context, res *resources, cp checkpoint, 
 				"catalog", current)
 		}
 	case t.prices != current:
-		if forwardOnly(ctx, res, t.prices, current, t.lease.now()) {
-			log.Info("aggregator: the ledger adopts the current price catalog: it only adds future prices or new models",
-				"ledger_catalog", t.prices, "current_catalog", current)
-			t.prices = current
-			break
-		}
-		log.Warn("aggregator: a newer price catalog is loaded that changes past prices; the ledger keeps pricing with the version it records until `aggregator rebuild` re-prices its history (`aggregator verify` shows the drift in money)",
-			"ledger_catalog", t.prices, "current_catalog", current)
+		t.consider(ctx, res, current, log)
 	}
 	return nil
 }
 
+// consider makes the term price with catalog version v when v prices
+// every attempt the ledger has applied as the term's catalog does
+// (pricebook.ForwardOnly against t.priced); it reports whether it did.
+// The caller loads the catalog (loadCatalog) before the next batch, and
+// the term's next checkpoint records v with the first batch priced by it.
+// It is called when the term begins and between batches, with no batch in
+// flight (adopt).
+func (t *term) consider(ctx context.Context, res *resources, v string, log *slog.Logger) bool {
+	t.considered = v
+	through := t.priced.through()
+	if through.Equal(pricedUnknown) {
+		log.Warn("aggregator: the current price catalog (a loaded file, or this build's default catalog) is not the ledger's, and the ledger's checkpoint does not say which attempts it has priced (it was written before priced_through was kept), so no change can be shown to leave them alike; the ledger keeps pricing with the version it records until `aggregator rebuild` re-prices its history with the current one",
+			"ledger_catalog", t.prices, "current_catalog", v)
+		return false
+	}
+	ok, err := forwardOnly(ctx, res, t.prices, v, through)
+	if err != nil {
+		log.Warn("aggregator: the current price catalog (a loaded file, or this build's default catalog) cannot be judged against the ledger's by this process; the ledger keeps the version it records",
+			"ledger_catalog", t.prices, "current_catalog", v, "error", err)
+		return false
+	}
+	if !ok {
+		log.Warn("aggregator: the current price catalog (a loaded file, or this build's default catalog) changes the price of attempts the ledger has applied (a price rewritten or removed, or a price dated on or before the latest attempt priced); the ledger keeps pricing with the version it records until `aggregator rebuild` re-prices its history (`aggregator verify` shows the drift in money)",
+			"ledger_catalog", t.prices, "current_catalog", v, "priced_through", through)
+		return false
+	}
+	log.Info("aggregator: the ledger adopts the current price catalog: it only adds prices from after the latest attempt priced",
+		"ledger_catalog", t.prices, "current_catalog", v, "priced_through", through)
+	t.prices, t.catalog = v, nil
+	return true
+}
+
+// LedgerPricedThrough returns the latest started_at of the attempts the
+// live ledger has priced, the time a catalog change is judged against
+// (pricebook.ForwardOnly); the far future when its checkpoint does not
+// keep it (written before it was kept).
+func LedgerPricedThrough(ctx context.Context, js jetstream.JetStream) (time.Time, error) {
+	c, err := readLiveCheckpoint(ctx, js)
+	var m startedMark
+	m.set(c.PricedThrough, c.Seq)
+	return m.through(), err
+}
+
+// PricedThroughUnknown reports whether through, from LedgerPricedThrough,
+// stands for a ledger whose checkpoint does not keep it: no catalog
+// change is judged forward-only against it until a rebuild.
+func PricedThroughUnknown(through time.Time) bool { return !through.Before(pricedUnknown) }
+
+// adopt is consider between two batches of a running term, for the
+// version the watch of ledger_prices saw made current (none: "");
+// nothing may be in flight. It reports whether the term now prices with
+// another catalog, loaded.
+func (t *term) adopt(ctx context.Context, res *resources, v string, log *slog.Logger) (bool, error) {
+	if v == "" || v == t.prices || v == t.considered || !t.consider(ctx, res, v, log) {
+		return false, nil
+	}
+	if err := t.loadCatalog(ctx, res); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// pricedUnknown is the mark of a ledger whose checkpoint does not keep
+// it (written before it was kept): it stands for every time, so that no
+// catalog change is judged forward-only against that ledger until a
+// rebuild's switch brings a mark.
+var pricedUnknown = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+
+// pricedNone is the mark of a ledger that has priced no attempt.
+var pricedNone = time.Unix(1, 0).UTC()
+
+// startedMark is the latest started_at of the attempts a ledger has
+// priced, in Unix seconds rounded up: what a catalog change is judged
+// against (pricebook.ForwardOnly). The term that prepares batches
+// observes it (tracking), the one that commits them writes it with each
+// checkpoint; it may run ahead of the checkpoint by the batch in
+// preparation, which only makes the judgement stricter.
+type startedMark struct{ s atomic.Int64 }
+
+// set starts the mark from a checkpoint's: through, or for a ledger that
+// has applied events (seq) without a mark, pricedUnknown.
+func (m *startedMark) set(through time.Time, seq uint64) {
+	switch {
+	case !through.IsZero():
+		m.s.Store(through.Unix())
+	case seq > 0:
+		m.s.Store(pricedUnknown.Unix())
+	default:
+		m.s.Store(pricedNone.Unix())
+	}
+}
+
+// observe raises the mark to at (rounded up to the second).
+func (m *startedMark) observe(at time.Time) {
+	s := at.Unix()
+	if at.Nanosecond() > 0 {
+		s++
+	}
+	for {
+		cur := m.s.Load()
+		if s <= cur || m.s.CompareAndSwap(cur, s) {
+			return
+		}
+	}
+}
+
+// through is the mark as a time (pricedNone when nothing was priced).
+func (m *startedMark) through() time.Time {
+	return time.Unix(max(m.s.Load(), pricedNone.Unix()), 0).UTC()
+}
+
+// tracking is apply that also raises the mark to each event's started_at.
+func (m *startedMark) tracking(apply ApplyFunc) ApplyFunc {
+	return func(r *Request, ev *events.Attempt) bool {
+		m.observe(ev.StartedAt)
+		return apply(r, ev)
+	}
+}
+
 // forwardOnly reports whether the ledger priced with catalog version prev
-// may go on with next (pricebook.ForwardOnly); false when this process
-// cannot rebuild either.
-func forwardOnly(ctx context.Context, res *resources, prev, next string, now time.Time) bool {
+// may go on with next (pricebook.ForwardOnly); an error when this process
+// cannot load either.
+func forwardOnly(ctx context.Context, res *resources, prev, next string, through time.Time) (bool, error) {
 	p, err := res.book.Catalog(ctx, prev)
 	if err != nil {
-		return false
+		return false, err
 	}
 	n, err := res.book.Catalog(ctx, next)
 	if err != nil {
-		return false
+		return false, err
 	}
-	return pricebook.ForwardOnly(p, n, now)
+	return pricebook.ForwardOnly(p, n, through), nil
 }
 
 // loadCatalog loads the catalog of the term's version. A version this
@@ -199,7 +331,7 @@ func (t *term) writeCheckpoint(ctx context.Context, state *bucket, cp checkpoint
 	if err := t.valid(); err != nil {
 		return err
 	}
-	cp.Term, cp.Rules, cp.Prices = t.id, t.rules, t.prices
+	cp.Term, cp.Rules, cp.Prices, cp.PricedThrough = t.id, t.rules, t.prices, t.priced.through()
 	rev, err := state.putOne(ctx, names.CheckpointKey, mustJSON(cp), t.cpRev)
 	if err != nil {
 		return err

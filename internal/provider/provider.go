@@ -161,6 +161,10 @@ type Answer struct {
 // cut before their usage). The gateway records the estimate apart from
 // the usage (the attempt's estimated_input_tokens), never as its input.
 type InputEstimator interface {
+	// NeedsEstimate reports whether EstimatedInput would estimate (the
+	// stream took the request and never reported its usage), so that
+	// the caller may bound the estimates it runs at once.
+	NeedsEstimate() bool
 	// EstimatedInput is the request's input in tokens, estimated with a
 	// tokenizer, when the stream took the request (an event other than
 	// an error arrived) but never reported its usage; 0 otherwise. It is

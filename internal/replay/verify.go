@@ -93,6 +93,13 @@ type Drift struct {
 	// ledger_prices).
 	LedgerPrices string `json:"ledger_prices,omitempty"`
 	Prices       string `json:"prices,omitempty"`
+	// PricesNote says what the aggregator does with the current catalog
+	// when the ledger prices with another (ExplainPrices): adopts it, or
+	// keeps its version until a rebuild re-prices (the drift in money
+	// above); and whether this build's default catalog would make a new
+	// current version (DefaultPricesNote).
+	PricesNote        string `json:"prices_note,omitempty"`
+	DefaultPricesNote string `json:"default_prices_note,omitempty"`
 	// DiffCount counts every differing field; Diffs holds the first of
 	// them (Options.MaxDiffs), sorted by kind (sessions, requests,
 	// rejections), ID (rejections by sequence) and field.
@@ -206,6 +213,11 @@ func Verify(ctx context.Context, js jetstream.JetStream, o Options) (*Drift, err
 		return nil, err
 	}
 	d := &Drift{Checkpoint: p, Prices: prices, LedgerPrices: ledgerPrices}
+	if o.Apply == nil {
+		if d.PricesNote, d.DefaultPricesNote, err = ExplainPrices(ctx, js, o.Catalog); err != nil {
+			return nil, err
+		}
+	}
 	slow := watchSlowConsumer(js.Conn())
 	defer slow.stop()
 	v := &verifier{js: js, nc: js.Conn(), o: o, lim: o.limits(), apply: apply, p: p, first: first,

@@ -218,7 +218,7 @@ type inputEstimate struct {
 // (complete) or no event but errors arrived (nothing says the provider
 // took the request), or when the body is not estimable.
 func (e *inputEstimate) of(complete bool) int64 {
-	if complete || !e.took {
+	if !e.needed(complete) {
 		return 0
 	}
 	est, err := EstimateInput(e.endpoint, e.model, e.body)
@@ -227,6 +227,9 @@ func (e *inputEstimate) of(complete bool) int64 {
 	}
 	return est.Tokens
 }
+
+// needed reports whether of estimates.
+func (e *inputEstimate) needed(complete bool) bool { return !complete && e.took }
 
 type chatStream struct {
 	u        StreamUsage
@@ -262,6 +265,7 @@ func (s *chatStream) Usage() events.Usage { return s.u.Usage() }
 // EstimatedInput is the request's input estimated when the usage chunk
 // never came (provider.InputEstimator).
 func (s *chatStream) EstimatedInput() int64 { return s.est.of(s.u.Complete()) }
+func (s *chatStream) NeedsEstimate() bool   { return s.est.needed(s.u.Complete()) }
 func (s *chatStream) Complete() bool        { return s.done || s.u.Complete() }
 func (s *chatStream) ProviderID() string    { return s.id }
 func (s *chatStream) ServiceTier() string   { return s.u.ServiceTier() }
@@ -299,6 +303,7 @@ func (s *responsesStream) Usage() events.Usage { return s.u.Usage() }
 // EstimatedInput is the request's input estimated when no event carried
 // the response's usage (provider.InputEstimator).
 func (s *responsesStream) EstimatedInput() int64 { return s.est.of(s.u.Complete()) }
+func (s *responsesStream) NeedsEstimate() bool   { return s.est.needed(s.u.Complete()) }
 func (s *responsesStream) Complete() bool        { return s.done }
 func (s *responsesStream) ProviderID() string    { return s.id }
 func (s *responsesStream) ServiceTier() string   { return s.u.ServiceTier() }

@@ -70,7 +70,11 @@ type RequestTruth struct {
 
 // AttemptTruth is what the server did with one attempt.
 type AttemptTruth struct {
-	Attempt int          `json:"attempt"`
+	Attempt int `json:"attempt"`
+	// Model is the model the attempt's request named: a client's fallback
+	// to another model under the same request ID makes its attempts
+	// differ from RequestTruth.Model (the first attempt's).
+	Model   string       `json:"model,omitempty"`
 	Outcome Fault        `json:"outcome"`
 	Billed  events.Usage `json:"billed"`
 	// Unobservable is the part of Billed that the answer did not report
@@ -111,7 +115,7 @@ func (l *ledger) recordPartly(c callID, provider, model string, outcome Fault, b
 		rt = &RequestTruth{SessionID: c.SessionID, Provider: provider, Model: model}
 		l.requests[c.RequestID] = rt
 	}
-	rt.Attempts = append(rt.Attempts, AttemptTruth{Attempt: c.Attempt, Outcome: outcome, Billed: billed, Unobservable: unobservable})
+	rt.Attempts = append(rt.Attempts, AttemptTruth{Attempt: c.Attempt, Model: model, Outcome: outcome, Billed: billed, Unobservable: unobservable})
 	rt.Billed = rt.Billed.Add(billed)
 	rt.Unobservable = rt.Unobservable.Add(unobservable)
 	if outcome == FaultNone && !rt.Succeeded {
