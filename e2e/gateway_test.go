@@ -176,7 +176,8 @@ func TestGatewayGoSDKsLedgerEqualsTruth(t *testing.T) {
 	sem := make(chan struct{}, 12)
 	for name, call := range sdkCalls {
 		session := "go-" + name
-		succeeded[session] = &atomic.Int64{}
+		n := &atomic.Int64{}
+		succeeded[session] = n // written here only: the calls add to n
 		for i := range callsPerRoute {
 			// Named requests, so that the seeded faults are the same on
 			// every run.
@@ -185,7 +186,7 @@ func TestGatewayGoSDKsLedgerEqualsTruth(t *testing.T) {
 				sem <- struct{}{}
 				defer func() { <-sem }()
 				if call(ctx, clients, ids) {
-					succeeded[session].Add(1)
+					n.Add(1)
 				}
 			})
 		}

@@ -16,10 +16,12 @@
 // digest, so any build prices with any stored version whatever its own
 // default. An entry stored before the resolved catalog was kept (the old
 // form: the user's file only) is rebuilt from the file and this build's
-// default, which must give the version; another build, and a version never
-// stored (a default catalog an older build priced with without storing
-// it), get ErrUnavailable, and its aggregator refuses to write rather than
-// price with another catalog (a rebuild re-prices with the current one).
+// default, or one of the default catalogs of the builds that stored no
+// resolved catalog (pricing.PastDefaults), which must give the version; a
+// version never stored (the default alone of such a build) is one of
+// those past defaults. Any other version gets ErrUnavailable, and its
+// aggregator refuses to write rather than price with another catalog (a
+// rebuild re-prices with the current one).
 //
 // A build's default catalog is a catalog change like a loaded file: when
 // a writer's lease term begins it calls AdoptDefault, which merges the

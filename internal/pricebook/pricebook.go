@@ -297,6 +297,14 @@ func (b *Book) Catalog(ctx context.Context, version string) (*pricing.Catalog, e
 	}
 	e, err := b.entry(ctx, version)
 	if err != nil {
+		// A ledger priced by an earlier build's default alone, which
+		// such builds never stored.
+		for _, past := range pricing.PastDefaults() {
+			if past.Version() == version {
+				b.remember(version, past)
+				return past, nil
+			}
+		}
 		return nil, err
 	}
 	if len(e.Catalog) > 0 {
@@ -313,11 +321,39 @@ func (b *Book) Catalog(ctx context.Context, version string) (*pricing.Catalog, e
 		return nil, fmt.Errorf("pricebook: catalog %s: %w", version, err)
 	}
 	if got := c.Version(); got != version {
+		// Made over an earlier build's default, before resolved
+		// catalogs were stored.
+		if past := overPastDefault(e.File, version); past != nil {
+			b.remember(version, past)
+			return past, nil
+		}
 		return nil, fmt.Errorf("%w: catalog %s is stored in the old form (the user's file only, before resolved catalogs were stored) and was made over another default catalog than this build's (here it gives %s): run a build with that default catalog, or `aggregator rebuild` to re-price the history with the current catalog",
 			ErrUnavailable, version, got)
 	}
 	b.remember(version, c)
 	return c, nil
+}
+
+// overPastDefault returns the catalog of file merged over the earlier
+// build's default (pricing.PastDefaults) that gives version, or nil.
+func overPastDefault(file, version string) *pricing.Catalog {
+	var user *pricing.Catalog
+	if file != "" {
+		var err error
+		if user, err = pricing.Parse([]byte(file)); err != nil {
+			return nil
+		}
+	}
+	for _, past := range pricing.PastDefaults() {
+		c := past
+		if user != nil {
+			c = past.Merge(user)
+		}
+		if c.Version() == version {
+			return c
+		}
+	}
+	return nil
 }
 
 // entry reads the stored entry of version.

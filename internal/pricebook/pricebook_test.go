@@ -133,3 +133,45 @@ func TestAdoptDefault(t *testing.T) {
 		require.NotEmpty(t, last.Catalog, "stored resolved")
 	}
 }
+
+// A ledger priced by a build from before resolved catalogs were stored
+// (main up to 26b7676) is readable by this build, whose default differs:
+// the version of that build's default alone (never stored), and a file it
+// stored in the old form over that default. The versions are those the
+// old builds printed for pricing.Default().Version().
+func TestPastDefaultsReadable(t *testing.T) {
+	ctx := context.Background()
+	pastVersions := []string{
+		"204e3ee2006c08111869a927530b5f293650f7c8d2adf2972ac9e8c00ee57935", // e502eff
+		"3b26d8d273b5f818ec04411e1790a7922c24da0a8cf7a8832a1216d9ef57c951", // 5ca1acb
+		"6e9c032b766d0e3cddf39a5d046814cd95e0f70b2a720de1b68fca70ecf9e4cf", // 30a9fb7, main's default until this build
+	}
+	_, _, js := natstest.StartJS(t)
+	book := openBook(t, js, pricing.Default())
+	for _, v := range pastVersions {
+		require.NotEqual(t, pricing.Default().Version(), v)
+		got, err := book.Catalog(ctx, v)
+		require.NoError(t, err, "the default alone of an old build, never stored")
+		require.Equal(t, v, got.Version())
+	}
+
+	// The old form over main's last default: the user's file only.
+	past := pricing.PastDefaults()
+	last := past[len(past)-1]
+	for _, p := range past {
+		if p.Version() == pastVersions[2] {
+			last = p
+		}
+	}
+	require.Equal(t, pastVersions[2], last.Version())
+	user, err := pricing.Parse(userFile("6"))
+	require.NoError(t, err)
+	old := last.Merge(user)
+	kv, err := js.KeyValue(ctx, "ledger_prices")
+	require.NoError(t, err)
+	_, err = kv.Create(ctx, key(old.Version()), mustJSON(Entry{Version: old.Version(), File: string(userFile("6")), LoadedAt: loadedAt}))
+	require.NoError(t, err)
+	got, err := openBook(t, js, pricing.Default()).Catalog(ctx, old.Version())
+	require.NoError(t, err, "a file stored in the old form over an old build's default")
+	require.Equal(t, old.Version(), got.Version())
+}

@@ -203,8 +203,9 @@
 // corrects a past price says so at WARN: verify shows the drift, a
 // rebuild re-prices), a standby that takes over reads it from the
 // checkpoint, and a build that cannot read that version (stored in the
-// old form, the user's file only, over another default; or never stored)
-// refuses to write (pricebook.ErrUnavailable), as for newer rules. A
+// old form, the user's file only, or never stored, over a default that
+// neither this build's nor one of the past ones it keeps,
+// pricing.PastDefaults, gives again) refuses to write (pricebook.ErrUnavailable), as for newer rules. A
 // rebuild's scratch ledger adopts the current catalog; its switch records
 // that version, so the rebuild re-prices the whole history and the live
 // term goes on with it. Verify recomputes with the current catalog: a
@@ -254,7 +255,9 @@
 //     default differs cannot read that version to judge a change against
 //     it anyway, and one whose default gives it again has no default
 //     change to adopt. The rebuild that such a ledger needs brings the
-//     mark.
+//     mark. (Since builds keep the past defaults, such a build can read
+//     that version; it keeps pricing with it until the rebuild, and
+//     verify shows what the new catalog would change.)
 //
 // # Rebuild
 //
