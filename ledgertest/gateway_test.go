@@ -3,6 +3,7 @@ package ledgertest_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	asdk "github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -103,7 +104,17 @@ func TestGatewayBilledFailureThenRetry(t *testing.T) {
 	assert.Equal(t, int64(1200), msg.Usage.OutputTokens)
 	assert.Equal(t, 2, up.Requests())
 
-	r := l.WaitRequest(t, "req-p25")
+	// The first call's attempt was its last (final, failed), so the
+	// record is final once it is applied: wait for the second attempt,
+	// which the gateway publishes after its stream's end, not for a
+	// final record.
+	l.WaitRequest(t, "req-p25")
+	var r ledgertest.Request
+	require.Eventually(t, func() bool {
+		var ok bool
+		r, ok = l.LookupRequest(t, "req-p25")
+		return ok && r.Attempts == 2
+	}, 30*time.Second, 5*time.Millisecond, "the second call's attempt is applied")
 	assert.Equal(t, ledgertest.StatusSucceeded, r.Status)
 	assert.Equal(t, 2, r.Attempts)
 	assert.Equal(t, 1, r.WinningAttempt, "attempt numbers start at 0")
