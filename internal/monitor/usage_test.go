@@ -19,6 +19,7 @@ import (
 	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/pricing"
 	"github.com/agentledger/ledger/internal/projection"
 )
@@ -61,31 +62,38 @@ func norm(want map[string]float64) map[string]float64 {
 	return out
 }
 
-// project runs an aggregator reporting to m over the whole stream, and
-// stops it once it has caught up (so that every committed batch has been
-// reported). Its lease is long, so that a loaded machine does not end a
-// term mid-batch (a failed batch is counted by no one); its instance ID
-// is the one a crashed run of the test held the lease under, so that it
-// takes over at once.
-// batches is the number of batches m was told of.
-func batches(t *testing.T, m *Metrics) uint64 {
-	t.Helper()
-	mfs, err := m.Registry.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() == "ledger_aggregator_batch_seconds" {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	t.Fatal("no ledger_aggregator_batch_seconds")
-	return 0
-}
-
 func project(t *testing.T, js jetstream.JetStream, m *Metrics, batch int) {
 	t.Helper()
 	stop := ledgertest.RunAggregator(t, js, projection.Config{Observer: m, BatchSize: batch, InstanceID: testInstance, LeaseTTL: 5 * time.Second})
 	ledgertest.WaitCaughtUp(t, js)
 	stop()
+}
+
+// projectOneBatch feeds m the changes of one batch holding every event of
+// stream, deterministically: the aggregator writes the records (in
+// whatever batches the stream's delivery makes), and m is told of each,
+// absent before, as one batch (in key order, which is the stream's in
+// the tables) with the stream's failed events of its request.
+func projectOneBatch(t *testing.T, js jetstream.JetStream, m *Metrics, stream []ev) {
+	t.Helper()
+	project(t, js, newMetrics(t, UsageOptions{}), 1000)
+	var cs []projection.Change
+	err := projection.ReadAll(t.Context(), js, names.RequestsBucket, func(key string, value []byte) error {
+		r := new(projection.Request)
+		if err := r.UnmarshalJSON(value); err != nil {
+			return err
+		}
+		var failed []*events.Attempt
+		for _, e := range stream {
+			if e.request == key && e.kind != "" {
+				failed = append(failed, e.event())
+			}
+		}
+		cs = append(cs, projection.NewChange(nil, r, failed...))
+		return nil
+	})
+	require.NoError(t, err)
+	m.RequestsCommitted(projection.NewChanges(cs...))
 }
 
 const testInstance = "monitor-test"
@@ -169,7 +177,7 @@ func TestUsageSeries(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		stream []ev
-		batch  int
+		batch  int // 0: one batch (projectOneBatch)
 		want   map[string]map[string]float64
 	}{
 		{"a retried request, one event per batch", retry, 1, map[string]map[string]float64{
@@ -183,7 +191,7 @@ func TestUsageSeries(t *testing.T) {
 			"ledger_requests_total": {p + `,outcome="pending"`: 1, p + `,outcome="succeeded"`: 1},
 			"ledger_attempts_total": {p + `,outcome="rate_limit"`: 1, p + `,outcome="success"`: 1},
 		}},
-		{"a retried request in one batch: never seen pending", retry, 1000, map[string]map[string]float64{
+		{"a retried request in one batch: never seen pending", retry, 0, map[string]map[string]float64{
 			"ledger_requests_total": {p + `,outcome="succeeded"`: 1},
 			"ledger_attempts_total": {p + `,outcome="rate_limit"`: 1, p + `,outcome="success"`: 1},
 		}},
@@ -215,19 +223,13 @@ func TestUsageSeries(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var m *Metrics
-			// A batch as large as the stream still takes what one fetch
-			// brings; the case that needs one batch is run again (on a
-			// fresh stream) until the stream came in one.
-			for try := 0; ; try++ {
-				js := ledgertest.StartStream(t)
-				publish(t, js, tc.stream...)
-				m = newMetrics(t, UsageOptions{})
+			js := ledgertest.StartStream(t)
+			publish(t, js, tc.stream...)
+			m := newMetrics(t, UsageOptions{})
+			if tc.batch == 0 {
+				projectOneBatch(t, js, m, tc.stream)
+			} else {
 				project(t, js, m, tc.batch)
-				if tc.batch == 1 || batches(t, m) == 1 {
-					break
-				}
-				require.Less(t, try, 10, "the stream never came in one batch")
 			}
 			for name, want := range tc.want {
 				require.Equal(t, norm(want), samples(t, m.Registry, name), name)
@@ -252,7 +254,7 @@ func TestDecreasesSkipped(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name        string
-		batch       int
+		batch       int // 0: one batch (projectOneBatch)
 		tokens      map[string]float64
 		requests    map[string]float64
 		attempts    map[string]float64
@@ -269,7 +271,7 @@ func TestDecreasesSkipped(t *testing.T) {
 			map[string]float64{`metric="ledger_tokens_total"`: 2, `metric="ledger_cost_total"`: 2, `metric="ledger_unpriced_tokens_total"`: 0,
 				`metric="ledger_requests_total"`: 1, `metric="ledger_attempts_total"`: 1},
 			true},
-		{"in one batch", 1000,
+		{"in one batch", 0,
 			map[string]float64{`kind="billed",` + p + `,type="input"`: 80},
 			map[string]float64{p + `,outcome="failed"`: 1},
 			map[string]float64{p + `,outcome="timeout"`: 1},
@@ -281,7 +283,11 @@ func TestDecreasesSkipped(t *testing.T) {
 			js := ledgertest.StartStream(t)
 			publish(t, js, stream...)
 			m := newMetrics(t, UsageOptions{})
-			project(t, js, m, tc.batch)
+			if tc.batch == 0 {
+				projectOneBatch(t, js, m, stream)
+			} else {
+				project(t, js, m, tc.batch)
+			}
 			require.Equal(t, norm(tc.tokens), samples(t, m.Registry, "ledger_tokens_total"))
 			require.Equal(t, norm(tc.requests), samples(t, m.Registry, "ledger_requests_total"))
 			require.Equal(t, norm(tc.attempts), samples(t, m.Registry, "ledger_attempts_total"))
@@ -416,7 +422,7 @@ func TestMetricLabels(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		keys     []string
-		batch    int
+		batch    int // 0: one batch (projectOneBatch)
 		input    map[string]float64
 		overflow map[string]float64
 	}{
@@ -426,18 +432,18 @@ func TestMetricLabels(t *testing.T) {
 			},
 			// r3 once, r4 in two batches
 			map[string]float64{`key="team"`: 3}},
-		{"team, one batch", []string{"team"}, 1000,
+		{"team, one batch", []string{"team"}, 0,
 			map[string]float64{
 				p + `,team="a"`: 10, p + `,team="b"`: 20, p + `,team="__overflow__"`: 70, p + `,team=""`: 50,
 			},
 			map[string]float64{`key="team"`: 2}},
-		{"team and user", []string{"team", "user"}, 1000,
+		{"team and user", []string{"team", "user"}, 0,
 			map[string]float64{
 				p + `,team="a",user="u-a"`: 10, p + `,team="b",user="u-b"`: 20,
 				p + `,team="__overflow__",user="__overflow__"`: 70, p + `,team="",user=""`: 50,
 			},
 			map[string]float64{`key="team"`: 2, `key="user"`: 2}},
-		{"no labels", nil, 1000,
+		{"no labels", nil, 0,
 			map[string]float64{p: 150},
 			map[string]float64{}},
 	} {
@@ -445,7 +451,11 @@ func TestMetricLabels(t *testing.T) {
 			js := ledgertest.StartStream(t)
 			publish(t, js, stream...)
 			m := newMetrics(t, UsageOptions{Labels: tc.keys, MaxValues: 2})
-			project(t, js, m, tc.batch)
+			if tc.batch == 0 {
+				projectOneBatch(t, js, m, stream)
+			} else {
+				project(t, js, m, tc.batch)
+			}
 			input := map[string]float64{}
 			for k, v := range samples(t, m.Registry, "ledger_tokens_total") {
 				if strings.Contains(k, `kind="usage"`) && strings.Contains(k, `type="input"`) {

@@ -75,3 +75,22 @@ func (b *batcher) reportChanges(j *job) {
 		co.RequestsCommitted(Changes{ws: j.reqWritten})
 	}
 }
+
+// NewChange returns the change of one request record from was (nil: the
+// ledger had none) to now, failed being the failed events the batch
+// folded into it (what ErrorKind reads). It is how a ChangeObserver is
+// fed without an aggregator, e.g. to test what it does with a batch that
+// holds several events of one request: which events share a batch
+// depends on when the stream delivers them.
+func NewChange(was, now *Request, failed ...*events.Attempt) Change {
+	return Change{w: &reqWork{rec: now, was: was, errs: failed}}
+}
+
+// NewChanges returns the changes of one batch.
+func NewChanges(cs ...Change) Changes {
+	ws := make([]*reqWork, len(cs))
+	for i, c := range cs {
+		ws[i] = c.w
+	}
+	return Changes{ws: ws}
+}
