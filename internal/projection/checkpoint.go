@@ -27,6 +27,11 @@ type checkpoint struct {
 	// has priced, rounded up to the second, or pricedUnknown (see
 	// startedMark); zero when none.
 	PricedThrough time.Time `json:"priced_through,omitzero"`
+	// AllGrains reports that every grain of the rollups holds every
+	// request: the ledger was projected with them from its first event
+	// (or rebuilt since). Without it, only GrainHour is written, and it
+	// is all a report may read.
+	AllGrains bool `json:"all_grains,omitempty"`
 	// Switch is a rebuild's switch in progress, if any.
 	Switch *switchRecord `json:"switch,omitempty"`
 }
@@ -48,6 +53,9 @@ type switchRecord struct {
 	// PricedThrough is the rebuild's (checkpoint.PricedThrough); the
 	// ledger has it once the switch is done.
 	PricedThrough time.Time `json:"priced_through,omitzero"`
+	// AllGrains is the rebuild's (checkpoint.AllGrains); the ledger has it
+	// once the switch is done.
+	AllGrains bool `json:"all_grains,omitempty"`
 	// Messages in the scratch buckets' and rejection stream's streams when
 	// the switch was recorded (the scratch projection had stopped).
 	Requests uint64 `json:"requests_msgs"`
@@ -100,6 +108,15 @@ func readLiveCheckpoint(ctx context.Context, js jetstream.JetStream) (checkpoint
 	}
 	c, _, err := readCheckpoint(ctx, state)
 	return c, err
+}
+
+// LedgerRollupGrains reports whether every grain of the live ledger's
+// rollups holds every request (checkpoint.AllGrains): then a report may
+// read the coarser grains; otherwise only GrainHour, the one a ledger
+// projected before the grains (RulesVersion 7) has, until a rebuild.
+func LedgerRollupGrains(ctx context.Context, js jetstream.JetStream) (bool, error) {
+	c, err := readLiveCheckpoint(ctx, js)
+	return c.AllGrains, err
 }
 
 // Switching reports whether a rebuild's switch of the live ledger is in

@@ -47,8 +47,9 @@ import (
 // The contract's fields of issue 20 come after "last_finished_at", each
 // only when there is one: "labels" (keys sorted), "label_conflicts",
 // "cell" ({"hour","provider","model"}). A rollup record is its cell
-// ("hour", "provider", "model", "labels"), the session's totals fields,
-// "saturated" when set, "seq" and "rules".
+// ("grain" when not "hour": "day" or "model_hour"; "hour", "provider",
+// "model", "labels"), the session's totals fields, "saturated" when set,
+// "seq" and "rules".
 //
 // The table keeps the record within MaxRequestRecordBytes however many
 // attempts name other providers and models (see TestWorstCaseRecordSize).
@@ -389,7 +390,13 @@ func (r *Request) MarshalJSON() ([]byte, error) { return r.appendJSON(nil), nil 
 // appendJSON appends the stored form of c: its cell, its totals, seq
 // and rules.
 func (c *Rollup) appendJSON(b []byte) []byte {
-	b = append(b, `{"hour":`...)
+	b = append(b, '{')
+	if c.Grain != GrainHour {
+		b = append(b, `"grain":"`...)
+		b = append(b, grainNames[c.Grain]...)
+		b = append(b, `",`...)
+	}
+	b = append(b, `"hour":`...)
 	b = appendTime(b, c.Hour)
 	b = append(b, `,"provider":`...)
 	b = events.AppendString(b, c.Provider)

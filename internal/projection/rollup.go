@@ -22,11 +22,88 @@ import (
 // (UTC, truncated) and the provider, model and labels of its first
 // accepted event in stream order, fixed for the life of the request as
 // its session is.
+//
+// A request is counted in one cell of each grain (Grain): its hour cell,
+// the day cell holding that hour (the same provider, model and labels),
+// and the model-hour cell holding it (the same hour, provider and model,
+// whatever the labels). The coarser grains let a report read fewer
+// records: a day cell sums up to 24 hour cells, a model-hour cell every
+// label set of its hour.
 type Cell struct {
-	Hour     time.Time  `json:"hour"`
-	Provider string     `json:"provider"`
-	Model    string     `json:"model"`
-	Labels   api.Labels `json:"labels,omitempty"`
+	Grain Grain `json:"grain,omitempty"`
+	// Hour is the cell's hour, UTC; for GrainDay, the day's first hour.
+	Hour     time.Time `json:"hour"`
+	Provider string    `json:"provider"`
+	Model    string    `json:"model"`
+	// Labels are the requests' labels; none in a GrainModelHour cell.
+	Labels api.Labels `json:"labels,omitempty"`
+}
+
+// Grain is how finely a rollup cell cuts the requests.
+type Grain uint8
+
+const (
+	// GrainHour cells are per hour, provider, model and labels: the
+	// finest, and the only grain of a ledger whose rollups are not all
+	// complete (LedgerRollupGrains).
+	GrainHour Grain = iota
+	// GrainDay cells are per UTC day, provider, model and labels.
+	GrainDay
+	// GrainModelHour cells are per hour, provider and model: every label
+	// set together.
+	GrainModelHour
+	numGrains
+)
+
+// Grains are every grain, finest first.
+var Grains = []Grain{GrainHour, GrainDay, GrainModelHour}
+
+// grainNames are the grains' names in a record ("grain") and in keys'
+// first token (keyPrefix).
+var grainNames = [numGrains]string{GrainHour: "hour", GrainDay: "day", GrainModelHour: "model_hour"}
+
+// keyPrefix starts the key of a cell of each grain but GrainHour's, whose
+// key starts with its hour.
+var keyPrefix = [numGrains]string{GrainDay: "d.", GrainModelHour: "m."}
+
+func (g Grain) String() string {
+	if g < numGrains {
+		return grainNames[g]
+	}
+	return fmt.Sprintf("grain(%d)", uint8(g))
+}
+
+// MarshalText writes the grain's name.
+func (g Grain) MarshalText() ([]byte, error) {
+	if g >= numGrains {
+		return nil, fmt.Errorf("projection: no grain %d", uint8(g))
+	}
+	return []byte(grainNames[g]), nil
+}
+
+// UnmarshalText reads a grain's name.
+func (g *Grain) UnmarshalText(b []byte) error {
+	for i, n := range grainNames {
+		if string(b) == n {
+			*g = Grain(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("projection: grain %q is none of hour, day, model_hour", b)
+}
+
+// In returns the cell of grain g that holds the hour cell c: c itself
+// for GrainHour; the day of its hour with its provider, model and labels
+// for GrainDay; its hour, provider and model for GrainModelHour.
+func (c Cell) In(g Grain) Cell {
+	switch g {
+	case GrainDay:
+		h := c.Hour.UTC()
+		return Cell{Grain: GrainDay, Hour: time.Date(h.Year(), h.Month(), h.Day(), 0, 0, 0, 0, time.UTC), Provider: c.Provider, Model: c.Model, Labels: c.Labels}
+	case GrainModelHour:
+		return Cell{Grain: GrainModelHour, Hour: c.Hour, Provider: c.Provider, Model: c.Model}
+	}
+	return c
 }
 
 // Rollup is one record of bucket ledger_rollups: the sums of the
@@ -40,9 +117,11 @@ type Rollup struct {
 	Rules int    `json:"rules"`
 }
 
-// RollupFilter selects rollups by hour: Since inclusive, Until
-// exclusive; a zero bound is open.
+// RollupFilter selects rollups of one grain by hour: Since inclusive,
+// Until exclusive; a zero bound is open. A GrainDay cell is selected when
+// its day starts in the range: a bound should then be a day's first hour.
 type RollupFilter struct {
+	Grain        Grain
 	Since, Until time.Time
 }
 
@@ -59,18 +138,34 @@ func (r *Request) RollupCell() (c Cell, ok bool) {
 	return Cell{Hour: r.Cell.Hour, Provider: r.Cell.Provider, Model: r.Cell.Model, Labels: r.Labels}, true
 }
 
-// hourLayout starts a rollup's key: the cell's hour, UTC.
-const hourLayout = "2006010215"
+// hourLayout starts a rollup's key: the cell's hour, UTC (dayLayout its
+// day, for GrainDay).
+const (
+	hourLayout = "2006010215"
+	dayLayout  = "20060102"
+)
+
+// timeLayout is the layout of the time token of a key of grain g.
+func (g Grain) timeLayout() string {
+	if g == GrainDay {
+		return dayLayout
+	}
+	return hourLayout
+}
 
 // rollupKeyEncoding writes the hash of a rollup key: base32 without
 // padding (A-Z, 2-7), which a KV key may hold.
 var rollupKeyEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
-// Key returns the key of c's record in ledger_rollups:
+// Key returns the key of c's record in ledger_rollups. For GrainHour:
 // <YYYYMMDDHH>.<base32 of the SHA-256 of provider, model and the labels
-// sorted by key, each length-prefixed>. It is deterministic, holds only
-// characters a KV key may, and its hour prefix sorts by time (years 0 to
-// 9999, all the contract allows), so a range of hours is a range of keys.
+// sorted by key, each length-prefixed>; for GrainDay d.<YYYYMMDD>.<hash>;
+// for GrainModelHour m.<YYYYMMDDHH>.<hash> (of provider and model: the
+// cell has no labels). It is deterministic, holds only characters a KV
+// key may, and its time token sorts by time (years 0 to 9999, all the
+// contract allows), so a range of hours is a range of keys; the grains'
+// keys have different numbers of tokens, so a subject filter reads one
+// grain (grainSubjects).
 func (c Cell) Key() string {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
@@ -85,42 +180,45 @@ func (c Cell) Key() string {
 		field(c.Labels[k])
 	}
 	var sum [sha256.Size]byte
-	b := c.Hour.UTC().AppendFormat(make([]byte, 0, 64), hourLayout)
+	b := append(make([]byte, 0, 72), keyPrefix[c.Grain]...)
+	b = c.Hour.UTC().AppendFormat(b, c.Grain.timeLayout())
 	b = append(b, '.')
 	return string(rollupKeyEncoding.AppendEncode(b, h.Sum(sum[:0])))
 }
 
-// ReadRollups returns the rollups of the ledger whose bucket names are
-// names (Names.Rollups; ErrNoRollups when it is empty), those whose hour
-// is in [f.Since, f.Until), in no particular order. A bucket not yet
-// created holds none. It reads the bucket's stream once with an ordered
-// consumer that starts at the last message of every key, so tens of
-// thousands of cells come in a few large pulls; the hour filter is
-// applied to the key before a record is decoded. Each record is whole;
-// records of different cells may be of different batches while the
-// aggregator writes.
+// ReadRollups returns the rollups of grain f.Grain of the ledger whose
+// bucket names are n (Names.Rollups; ErrNoRollups when it is empty),
+// those whose hour is in [f.Since, f.Until), in no particular order. A
+// bucket not yet created holds none. It reads the bucket's stream once
+// with an ordered consumer that starts at the last message of every key
+// of the grain, so tens of thousands of cells come in a few large pulls.
+// When both bounds are set and span at most maxTimeFilters hours (days
+// for GrainDay), the consumer's subject filters name them and the server
+// sends nothing else; otherwise the hour filter is applied to the key
+// before a record is decoded. Each record is whole; records of different
+// cells may be of different batches while the aggregator writes.
+//
+// The coarser grains hold every request only when LedgerRollupGrains says
+// so.
 func ReadRollups(ctx context.Context, js jetstream.JetStream, n Names, f RollupFilter) ([]Rollup, error) {
 	if n.Rollups == "" {
 		return nil, ErrNoRollups
 	}
-	// A cell's hour H is in [Since, Until) exactly when it is in
-	// [ceil(Since), ceil(Until)), ceil rounding up to the hour.
-	ceil := func(t time.Time) string {
-		if t.IsZero() {
-			return ""
-		}
-		return t.UTC().Add(time.Hour - 1).Truncate(time.Hour).Format(hourLayout)
+	if f.Grain >= numGrains {
+		return nil, fmt.Errorf("projection: no grain %d", uint8(f.Grain))
 	}
-	since, until := ceil(f.Since), ceil(f.Until)
+	since, until := timeBound(f.Since, f.Grain), timeBound(f.Until, f.Grain)
+	prefix := keyPrefix[f.Grain]
+	width := len(f.Grain.timeLayout())
 	keep := func(key string) bool {
-		if key == names.FenceKey || len(key) < len(hourLayout) {
+		if key == names.FenceKey || len(key) < len(prefix)+width+1 || !strings.HasPrefix(key, prefix) {
 			return false
 		}
-		h := key[:len(hourLayout)]
+		h := key[len(prefix) : len(prefix)+width]
 		return (since == "" || h >= since) && (until == "" || h < until)
 	}
 	var out []Rollup
-	err := eachLast(ctx, js, n.Rollups, func(key string, value []byte) error {
+	err := eachLast(ctx, js, n.Rollups, grainSubjects(f), func(key string, value []byte) error {
 		if !keep(key) {
 			return nil
 		}
@@ -137,11 +235,67 @@ func ReadRollups(ctx context.Context, js jetstream.JetStream, n Names, f RollupF
 	return out, nil
 }
 
+// timeBound is a bound of a RollupFilter as the time token of a key of
+// grain g: a cell's hour H (day D) is in [Since, Until) exactly when its
+// token is in [ceil(Since), ceil(Until)), ceil rounding up to the hour
+// (day). "" for an open bound.
+func timeBound(t time.Time, g Grain) string {
+	if t.IsZero() {
+		return ""
+	}
+	t = t.UTC()
+	if g == GrainDay {
+		d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+		if d.Before(t) {
+			d = d.AddDate(0, 0, 1)
+		}
+		return d.Format(dayLayout)
+	}
+	return t.Add(time.Hour - 1).Truncate(time.Hour).Format(hourLayout)
+}
+
+// maxTimeFilters is the most hours (days) a RollupFilter's range may span
+// for ReadRollups to name each in a subject filter.
+const maxTimeFilters = 512
+
+// grainSubjects returns the key patterns (after the bucket's subject
+// prefix) ReadRollups reads for f: one per hour (day) of a bounded range
+// that spans at most maxTimeFilters, else every key of the grain (and, for
+// GrainHour, the fence key, which has as many tokens).
+func grainSubjects(f RollupFilter) []string {
+	prefix := keyPrefix[f.Grain]
+	all := []string{prefix + "*.*"}
+	if f.Since.IsZero() || f.Until.IsZero() {
+		return all
+	}
+	step, layout := time.Hour, hourLayout
+	if f.Grain == GrainDay {
+		step, layout = 24*time.Hour, dayLayout
+	}
+	since, _ := time.Parse(layout, timeBound(f.Since, f.Grain))
+	until, _ := time.Parse(layout, timeBound(f.Until, f.Grain))
+	if !since.Before(until) {
+		return nil
+	}
+	if until.Sub(since)/step > maxTimeFilters {
+		return all
+	}
+	var subs []string
+	for t := since; t.Before(until); t = t.Add(step) {
+		subs = append(subs, prefix+t.Format(layout)+".*")
+	}
+	return subs
+}
+
 // eachLast calls fn with the current value of every key of KV bucket
-// bucket (none when it does not exist), deleted keys skipped, reading its
-// stream once with an ordered consumer from the last message of each
-// subject. It stops at the message that had nothing pending after it.
-func eachLast(ctx context.Context, js jetstream.JetStream, bucket string, fn func(key string, value []byte) error) error {
+// bucket (none when it does not exist) that matches one of the patterns
+// keys (none: nothing is read), deleted keys skipped, reading its stream
+// once with an ordered consumer from the last message of each subject.
+// It stops at the message that had nothing pending after it.
+func eachLast(ctx context.Context, js jetstream.JetStream, bucket string, keys []string, fn func(key string, value []byte) error) error {
+	if len(keys) == 0 {
+		return nil
+	}
 	stream, err := js.Stream(ctx, "KV_"+bucket)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
@@ -157,8 +311,12 @@ func eachLast(ctx context.Context, js jetstream.JetStream, bucket string, fn fun
 		return nil
 	}
 	prefix := "$KV." + bucket + "."
+	subjects := make([]string, len(keys))
+	for i, k := range keys {
+		subjects[i] = prefix + k
+	}
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{prefix + ">"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+		FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
 	if err != nil {
 		return fmt.Errorf("projection: reading %s: %w", bucket, err)
 	}
@@ -167,6 +325,15 @@ func eachLast(ctx context.Context, js jetstream.JetStream, bucket string, fn fun
 		return fmt.Errorf("projection: reading %s: %w", bucket, err)
 	}
 	defer it.Stop()
+	// The filters may match no key: then no message comes, and the
+	// consumer says nothing is pending and nothing was sent.
+	ci, err := cons.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("projection: reading %s: %w", bucket, err)
+	}
+	if ci.NumPending == 0 && ci.Delivered.Stream == 0 {
+		return nil
+	}
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {

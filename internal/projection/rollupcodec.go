@@ -166,6 +166,10 @@ func fastRollup(data []byte, c *Rollup) bool {
 			return
 		}
 		switch key {
+		case "grain":
+			if err := c.Grain.UnmarshalText([]byte(s.str())); err != nil {
+				s.err = errSlow
+			}
 		case "hour":
 			h, err := time.Parse(time.RFC3339Nano, s.str())
 			if err != nil {

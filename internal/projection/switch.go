@@ -46,7 +46,7 @@ func (r *rebuild) recordSwitch(ctx context.Context, t *term, finish func() (uint
 	if err != nil {
 		return err
 	}
-	sw := &switchRecord{Checkpoint: cp, Scratch: r.scratch, Rules: r.cfg.Rules, Prices: scp.Prices, PricedThrough: scp.PricedThrough}
+	sw := &switchRecord{Checkpoint: cp, Scratch: r.scratch, Rules: r.cfg.Rules, Prices: scp.Prices, PricedThrough: scp.PricedThrough, AllGrains: scp.AllGrains}
 	if sw.Requests, sw.Sessions, sw.Rejected, sw.Rollups, err = scratch.counts(ctx); err != nil {
 		return err
 	}
@@ -165,6 +165,7 @@ func completeSwitch(ctx context.Context, js jetstream.JetStream, live *resources
 	// The records are the rebuild's: so is the latest attempt they priced
 	// (the live term applies the events after the checkpoint again).
 	t.priced.set(sw.PricedThrough, sw.Checkpoint)
+	t.allGrains = sw.AllGrains && live.rollups != nil
 	if err := t.writeCheckpoint(ctx, live.stateW, checkpoint{Seq: sw.Checkpoint}); err != nil {
 		return fmt.Errorf("projection: setting the checkpoint to %d: %w", sw.Checkpoint, err)
 	}

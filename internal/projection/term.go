@@ -48,8 +48,11 @@ type term struct {
 	priced startedMark
 	// considered is the last catalog version the term judged (consider).
 	considered string
-	cp         checkpoint
-	cpRev      uint64
+	// allGrains: the term writes every grain of the rollups
+	// (checkpoint.AllGrains), not only GrainHour.
+	allGrains bool
+	cp        checkpoint
+	cpRev     uint64
 	// The last sequence of each stream the term writes, as the term knows
 	// it: its own writes are the only ones since it began.
 	reqLast, sesLast, rolLast, rejLast uint64
@@ -81,7 +84,15 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 	if err := t.choosePrices(ctx, res, cp, log); err != nil {
 		return nil, err
 	}
-	cp.Term, cp.Rules, cp.Prices, cp.PricedThrough = t.id, max(cp.Rules, rules), t.prices, t.priced.through()
+	// A ledger gets every grain when it is projected with them from its
+	// first event; one that already holds events keeps what it had (only
+	// GrainHour, or none without rollups) until a rebuild.
+	fresh := cp.Seq == 0 && cp.Switch == nil
+	t.allGrains = res.rollups != nil && (cp.AllGrains || fresh)
+	if res.rollups != nil && !t.allGrains {
+		log.Warn("aggregator: the ledger's day and model-hour rollups were not projected from its first event; only the hourly ones are written, and reports read them, until a rebuild")
+	}
+	cp.Term, cp.Rules, cp.Prices, cp.PricedThrough, cp.AllGrains = t.id, max(cp.Rules, rules), t.prices, t.priced.through(), t.allGrains
 	if t.cpRev, err = res.stateW.putOne(ctx, names.CheckpointKey, mustJSON(cp), rev); err != nil {
 		return nil, fmt.Errorf("projection: beginning term %d: %w", t.id, err)
 	}
@@ -331,7 +342,7 @@ func (t *term) writeCheckpoint(ctx context.Context, state *bucket, cp checkpoint
 	if err := t.valid(); err != nil {
 		return err
 	}
-	cp.Term, cp.Rules, cp.Prices, cp.PricedThrough = t.id, t.rules, t.prices, t.priced.through()
+	cp.Term, cp.Rules, cp.Prices, cp.PricedThrough, cp.AllGrains = t.id, t.rules, t.prices, t.priced.through(), t.allGrains
 	rev, err := state.putOne(ctx, names.CheckpointKey, mustJSON(cp), t.cpRev)
 	if err != nil {
 		return err
