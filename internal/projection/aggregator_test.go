@@ -262,6 +262,44 @@ func TestCrashAtEveryWritePoint(t *testing.T) {
 	}
 }
 
+// The same batch crashing again and again at one point, each restart
+// redoing what the last left half done: with three rollup cells per
+// request (its hour, day and model-hour cells) written in that order, a
+// crash in the middle of the rollups leaves them apart by one more cell
+// each time, and each cell must still get exactly what it lacks (the
+// request record keeps what each held apart: held_cell, held_day,
+// held_model_hour).
+func TestRepeatedCrashAtEveryWritePoint(t *testing.T) {
+	for _, point := range FaultPoints {
+		t.Run(string(point), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(8, uint64(len(point))))
+			for _, batch := range []int{1, 5} {
+				ws := genWorkload(t, rng, 3, 12)
+				e := newEnv(t)
+				e.publish(ws...)
+				last := e.lastSeq()
+				crashes := 0
+				for ; crashes < 4; crashes++ {
+					r := e.start(Config{InstanceID: "agg-1", BatchSize: batch, Faults: func(p FaultPoint) error {
+						if p == point {
+							return errors.New("injected crash at " + string(p))
+						}
+						return nil
+					}})
+					if !e.crashedOrCaughtUp(r, last) {
+						break
+					}
+				}
+				require.Positive(t, crashes, "the fault point was never reached")
+				r := e.start(Config{InstanceID: "agg-1", BatchSize: batch})
+				e.waitCheckpoint(last)
+				require.NoError(t, r.stop(t))
+				e.requireLedger(buildModel(wireStored(ws)))
+			}
+		})
+	}
+}
+
 // crashedOrCaughtUp waits until the aggregator r crashes (true) or the
 // checkpoint reaches last (false).
 func (e *env) crashedOrCaughtUp(r *running, last uint64) bool {

@@ -64,11 +64,12 @@ type reqWork struct {
 	rec  *Request // working copy
 	rev  uint64   // revision as stored; 0 when absent
 	held Totals   // what the session held for the stored version
-	// cell is the key of the request's rollup ("" when none: no rollups,
-	// or a record written before them); heldCell what it held for the
-	// stored version (held when there is no cell).
-	cell     string
-	heldCell Totals
+	// cells are the keys of the request's rollup cells, one per grain the
+	// term writes ("" when none: no rollups, a grain the term does not
+	// write, or a record written before the rollups); heldCell what each
+	// held for the stored version (held when there is no cell).
+	cells    [numGrains]string
+	heldCell [numGrains]Totals
 	changed  bool
 	// prev is the in-flight batch's work on the same key, when the record
 	// came from there: its revision is known once that batch commits.
@@ -264,26 +265,39 @@ func (j *job) encodeRequests(order []string, buf *chunks, rules int) error {
 	for _, key := range order {
 		w := j.reqs[key]
 		now := w.rec.Contribution()
-		c := j.rols[w.cell] // nil when the request has no rollup
-		if !w.changed && now == w.held && (c == nil || now == w.heldCell) {
+		var cs [numGrains]*rolWork // nil for a grain without a cell
+		inStep := !w.changed && now == w.held
+		for g, key := range w.cells {
+			if key != "" {
+				cs[g] = j.rols[key]
+				inStep = inStep && now == w.heldCell[g]
+			}
+		}
+		if inStep {
 			continue
 		}
 		s := j.sess[w.rec.SessionID]
 		if w.changed && s.rec.Seq >= j.q {
 			return fmt.Errorf("%w: session %q absorbed batch %d but request %q gains events from batch %d", ErrInvariant, s.rec.SessionID, s.rec.Seq, key, j.q)
 		}
-		if w.changed && c != nil && c.rec.Seq >= j.q {
-			return fmt.Errorf("%w: rollup %q absorbed batch %d but request %q gains events from batch %d", ErrInvariant, w.cell, c.rec.Seq, key, j.q)
+		for g, c := range cs {
+			if w.changed && c != nil && c.rec.Seq >= j.q {
+				return fmt.Errorf("%w: rollup %q absorbed batch %d but request %q gains events from batch %d", ErrInvariant, w.cells[g], c.rec.Seq, key, j.q)
+			}
 		}
 		w.rec.Seq = j.q
 		w.rec.Rules = rules
-		w.rec.Held, w.rec.HeldCell = w.held, w.held
+		w.rec.Held = w.held
 		s.delta = s.delta.Add(now.Sub(w.held))
 		s.dirty = true
-		if c != nil {
-			w.rec.HeldCell = w.heldCell
-			c.delta = c.delta.Add(now.Sub(w.heldCell))
-			c.dirty = true
+		for g, c := range cs {
+			held := w.held
+			if c != nil {
+				held = w.heldCell[g]
+				c.delta = c.delta.Add(now.Sub(held))
+				c.dirty = true
+			}
+			*w.rec.heldIn(Grain(g)) = held
 		}
 		j.reqPuts = append(j.reqPuts, put{key: key, value: buf.add(w.rec.appendJSON)})
 		j.reqWritten = append(j.reqWritten, w)
@@ -609,33 +623,44 @@ func (b *batcher) inflightRollup(key string) *rolWork {
 // the batch (its first accepted event: Fold gives it that cell).
 func (b *batcher) loadRollups(ctx context.Context, items []accepted, reqs map[string]*reqWork, reqOrder []string) (map[string]*rolWork, []string, error) {
 	for _, key := range reqOrder {
-		reqs[key].heldCell = reqs[key].held
+		w := reqs[key]
+		for g := range w.heldCell {
+			w.heldCell[g] = w.held
+		}
 	}
 	if b.res.rollups == nil {
 		return nil, nil, nil
 	}
+	grains := Grains[:1]
+	if b.term.allGrains {
+		grains = Grains
+	}
 	rols := make(map[string]*rolWork)
 	var order, missing []string
-	add := func(w *reqWork, cell Cell) {
-		w.cell = cell.Key()
-		if _, ok := rols[w.cell]; ok {
-			return
-		}
-		c := &rolWork{}
-		if p := b.inflightRollup(w.cell); p != nil {
-			cp := *p.rec
-			c.rec, c.prev = &cp, p
-		} else if hit, ok := b.cache.rollup(w.cell); ok {
-			cp := *hit.rec
-			c.rec, c.rev = &cp, hit.rev
-		} else {
-			c.rec = &Rollup{Cell: cell}
-			if b.absentRol == nil || !b.absentRol.absent(w.cell) {
-				missing = append(missing, w.cell)
+	add := func(w *reqWork, hour Cell) {
+		for _, g := range grains {
+			cell := hour.In(g)
+			key := cell.Key()
+			w.cells[g] = key
+			if _, ok := rols[key]; ok {
+				continue
 			}
+			c := &rolWork{}
+			if p := b.inflightRollup(key); p != nil {
+				cp := *p.rec
+				c.rec, c.prev = &cp, p
+			} else if hit, ok := b.cache.rollup(key); ok {
+				cp := *hit.rec
+				c.rec, c.rev = &cp, hit.rev
+			} else {
+				c.rec = &Rollup{Cell: cell}
+				if b.absentRol == nil || !b.absentRol.absent(key) {
+					missing = append(missing, key)
+				}
+			}
+			rols[key] = c
+			order = append(order, key)
 		}
-		rols[w.cell] = c
-		order = append(order, w.cell)
 	}
 	for _, key := range reqOrder {
 		if cell, ok := reqs[key].rec.RollupCell(); ok {
@@ -644,7 +669,7 @@ func (b *batcher) loadRollups(ctx context.Context, items []accepted, reqs map[st
 	}
 	for i := range items {
 		ev := items[i].ev
-		if w := reqs[ev.RequestID]; !w.rec.Exists() && w.cell == "" {
+		if w := reqs[ev.RequestID]; !w.rec.Exists() && w.cells[GrainHour] == "" {
 			labels, rc := cellOf(ev)
 			add(w, Cell{Hour: rc.Hour, Provider: rc.Provider, Model: rc.Model, Labels: labels})
 		}
@@ -666,8 +691,14 @@ func (b *batcher) loadRollups(ctx context.Context, items []accepted, reqs map[st
 		*c.rec = rec
 	}
 	for _, key := range reqOrder {
-		if w := reqs[key]; w.cell != "" && w.rec.Exists() {
-			w.heldCell = heldByCell(w.rec, rols[w.cell].rec)
+		w := reqs[key]
+		if !w.rec.Exists() {
+			continue
+		}
+		for g, cell := range w.cells {
+			if cell != "" {
+				w.heldCell[g] = heldByCell(w.rec, rols[cell].rec, Grain(g))
+			}
 		}
 	}
 	return rols, order, nil

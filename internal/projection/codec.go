@@ -42,7 +42,9 @@ import (
 //	"rules": the RulesVersion of the code that wrote it;
 //	"held":  present only when not all zero, as a session's totals;
 //	"held_cell": present only when it differs from "held" (read as
-//	         "held" when missing), likewise.
+//	         "held" when missing), likewise;
+//	"held_day", "held_model_hour": present only when they differ from
+//	         "held_cell" (read as "held_cell" when missing), likewise.
 //
 // The contract's fields of issue 20 come after "last_finished_at", each
 // only when there is one: "labels" (keys sorted), "label_conflicts",
@@ -134,6 +136,14 @@ func (r *Request) appendJSON(b []byte) []byte {
 	if r.HeldCell != r.Held {
 		b = append(b, `,"held_cell":`...)
 		b = appendTotals(b, r.HeldCell)
+	}
+	if r.HeldDay != r.HeldCell {
+		b = append(b, `,"held_day":`...)
+		b = appendTotals(b, r.HeldDay)
+	}
+	if r.HeldModelHour != r.HeldCell {
+		b = append(b, `,"held_model_hour":`...)
+		b = appendTotals(b, r.HeldModelHour)
 	}
 	return append(b, '}')
 }
@@ -425,6 +435,8 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 		Rules    int               `json:"rules"`
 		Held     *Totals           `json:"held"`
 		HeldCell *Totals           `json:"held_cell"`
+		HeldDay  *Totals           `json:"held_day"`
+		HeldMH   *Totals           `json:"held_model_hour"`
 	}
 	if err := json.Unmarshal(data, &aux); err != nil {
 		return err
@@ -436,6 +448,13 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 	r.HeldCell = r.Held
 	if aux.HeldCell != nil {
 		r.HeldCell = *aux.HeldCell
+	}
+	r.HeldDay, r.HeldModelHour = r.HeldCell, r.HeldCell
+	if aux.HeldDay != nil {
+		r.HeldDay = *aux.HeldDay
+	}
+	if aux.HeldMH != nil {
+		r.HeldModelHour = *aux.HeldMH
 	}
 	for i, s := range aux.Names {
 		name, err := decodeName(s)

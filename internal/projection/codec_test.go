@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,7 +145,43 @@ func worstCaseRecord() *Request {
 		LabelConflicts: math.MaxInt64}
 	r.HeldCell = r.Held
 	r.HeldCell.Requests = math.MaxInt64
+	r.HeldDay = r.HeldCell
+	r.HeldDay.Succeeded = math.MaxInt64
+	r.HeldModelHour = r.HeldCell
+	r.HeldModelHour.Failed = math.MaxInt64
 	return r
+}
+
+// What each rollup grain held for a request is written only when it
+// differs from held_cell (as held_cell only when it differs from held),
+// and reads back exactly in every combination.
+func TestHeldGrainsRoundTrip(t *testing.T) {
+	a := Totals{Requests: 1, Succeeded: 1, Attempts: 2}
+	b := Totals{Requests: 1, Pending: 1, Attempts: 1}
+	for _, tc := range []struct {
+		name                    string
+		held, cell, day, mh     Totals
+		wantCell, wantDay, want bool // which fields are written: held_cell, held_day, held_model_hour
+	}{
+		{"all alike", a, a, a, a, false, false, false},
+		{"all zero", Totals{}, Totals{}, Totals{}, Totals{}, false, false, false},
+		{"the cells apart from the session", a, b, b, b, true, false, false},
+		{"the day apart", a, a, b, a, false, true, false},
+		{"the model-hour apart", a, a, a, b, false, false, true},
+		{"each apart", Totals{}, a, b, Totals{}, true, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Request{RequestView: RequestView{RequestID: "r", SessionID: "s"}, Seq: 4, Rules: RulesVersion,
+				Held: tc.held, HeldCell: tc.cell, HeldDay: tc.day, HeldModelHour: tc.mh}
+			data := string(r.appendJSON(nil))
+			require.Equal(t, tc.wantCell, strings.Contains(data, `"held_cell"`), data)
+			require.Equal(t, tc.wantDay, strings.Contains(data, `"held_day"`), data)
+			require.Equal(t, tc.want, strings.Contains(data, `"held_model_hour"`), data)
+			var back Request
+			require.NoError(t, json.Unmarshal([]byte(data), &back))
+			require.Equal(t, [4]Totals{tc.held, tc.cell, tc.day, tc.mh}, [4]Totals{back.Held, back.HeldCell, back.HeldDay, back.HeldModelHour})
+		})
+	}
 }
 
 // The largest request record the contract allows stays within

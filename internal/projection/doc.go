@@ -76,6 +76,17 @@
 //     the rollup would never get its delta (TestRollupsNeedTheirOwnHeld).
 //     HeldCell is stored only when it differs from Held, which happens
 //     only after such a crash.
+//   - One held per cell. A request counts in three rollup cells, one per
+//     grain (its hour cell, the day cell and the model-hour cell holding
+//     it; see Grain), written one after the other in the same batch; a
+//     crash between them leaves them apart, and a redo that crashes again
+//     can leave them apart by another cell. So each has its own held
+//     (HeldCell, HeldDay, HeldModelHour, each stored only when it differs
+//     from HeldCell), read with that cell's own Seq
+//     (TestRepeatedCrashAtEveryWritePoint fails with one held for the
+//     three). The coarser grains are written only on a ledger projected
+//     with them from its first event (checkpoint all_grains): begun
+//     mid-life they would hold only the requests since.
 //
 // Why any crash is safe: the commit order is rejections, requests,
 // sessions, rollups, checkpoint, and the next batch starts at the stored

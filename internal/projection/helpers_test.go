@@ -242,9 +242,22 @@ func (e *env) ledger() (map[string]RequestView, map[string]SessionView) {
 // them, without the seq and rules.
 func (e *env) rollups() map[string]Rollup {
 	e.t.Helper()
-	all, err := ReadRollups(context.Background(), e.js, LiveNames(), RollupFilter{})
-	require.NoError(e.t, err)
 	out := map[string]Rollup{}
+	for _, g := range Grains {
+		all, err := ReadRollups(context.Background(), e.js, LiveNames(), RollupFilter{Grain: g})
+		require.NoError(e.t, err)
+		for _, c := range all {
+			require.Equal(e.t, g, c.Grain, "ReadRollups of grain %s", g)
+		}
+		e.addRollups(out, all)
+	}
+	return out
+}
+
+// addRollups adds rollups to out, keyed as the model keys them, without
+// the seq and rules.
+func (e *env) addRollups(out map[string]Rollup, all []Rollup) {
+	e.t.Helper()
 	for _, c := range all {
 		if len(c.Labels) == 0 {
 			c.Labels = nil
@@ -254,7 +267,6 @@ func (e *env) rollups() map[string]Rollup {
 		c.Seq, c.Rules = 0, 0
 		out[k] = c
 	}
-	return out
 }
 
 // rejections reads LEDGER_REJECTED: original sequence → reason, with a
@@ -301,7 +313,7 @@ type model struct {
 // modelCellKey names a cell for the model: its hour, provider, model
 // and labels, written out.
 func modelCellKey(c Cell) string {
-	return fmt.Sprintf("%s|%q|%q|%v", c.Hour.UTC().Format(time.RFC3339), c.Provider, c.Model, c.Labels)
+	return fmt.Sprintf("%d|%s|%q|%q|%v", c.Grain, c.Hour.UTC().Format(time.RFC3339), c.Provider, c.Model, c.Labels)
 }
 
 // sameLabels is the model's label comparison: nil and empty alike.
@@ -414,11 +426,19 @@ func buildModelPriced(ws []wire, cat *pricing.Catalog) model {
 		s.SessionID = v.SessionID
 		modelSum(&s.Totals, v)
 		m.sessions[v.SessionID] = s
-		cell := Cell{Hour: v.Cell.Hour, Provider: v.Cell.Provider, Model: v.Cell.Model, Labels: v.Labels}
-		c := m.rollups[modelCellKey(cell)]
-		c.Cell = cell
-		modelSum(&c.Totals, v)
-		m.rollups[modelCellKey(cell)] = c
+		// One cell per grain: the hour's; the day's (its UTC date); the
+		// model-hour's (no labels).
+		h := v.Cell.Hour.UTC()
+		for _, cell := range []Cell{
+			{Hour: v.Cell.Hour, Provider: v.Cell.Provider, Model: v.Cell.Model, Labels: v.Labels},
+			{Grain: GrainDay, Hour: time.Date(h.Year(), h.Month(), h.Day(), 0, 0, 0, 0, time.UTC), Provider: v.Cell.Provider, Model: v.Cell.Model, Labels: v.Labels},
+			{Grain: GrainModelHour, Hour: v.Cell.Hour, Provider: v.Cell.Provider, Model: v.Cell.Model},
+		} {
+			c := m.rollups[modelCellKey(cell)]
+			c.Cell = cell
+			modelSum(&c.Totals, v)
+			m.rollups[modelCellKey(cell)] = c
+		}
 	}
 	return m
 }

@@ -245,17 +245,30 @@ func heldBy(r *Request, s *Session) Totals {
 	return r.Held
 }
 
-// heldByCell returns what rollup c currently holds for r (as stored), as
-// heldBy for its session: the record's contribution when c has absorbed
-// the batch that wrote r, else what c held before that batch.
-func heldByCell(r *Request, c *Rollup) Totals {
+// heldByCell returns what rollup c, r's cell of grain g, currently holds
+// for r (as stored), as heldBy for its session: the record's contribution
+// when c has absorbed the batch that wrote r, else what c held before
+// that batch.
+func heldByCell(r *Request, c *Rollup, g Grain) Totals {
 	if r == nil {
 		return Totals{}
 	}
 	if c != nil && c.Seq >= r.Seq {
 		return r.Contribution()
 	}
-	return r.HeldCell
+	return *r.heldIn(g)
+}
+
+// heldIn is the field of r that keeps what its cell of grain g held for
+// it before the batch r.Seq.
+func (r *Request) heldIn(g Grain) *Totals {
+	switch g {
+	case GrainDay:
+		return &r.HeldDay
+	case GrainModelHour:
+		return &r.HeldModelHour
+	}
+	return &r.HeldCell
 }
 
 // labelsEqual reports whether a and b hold the same pairs (nil and empty

@@ -272,7 +272,7 @@ func TestRejectionFloorReadAfterTheSwitch(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, scp.Seq, uint64(9))
 	// Its switch is recorded, as a rebuild does, and interrupted.
-	sw := &switchRecord{Checkpoint: scp.Seq, Scratch: sn, Rules: RulesVersion}
+	sw := &switchRecord{Checkpoint: scp.Seq, Scratch: sn, Rules: RulesVersion, AllGrains: scp.AllGrains}
 	sw.Requests, sw.Sessions, sw.Rejected, sw.Rollups, err = scratch.counts(ctx)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), sw.Rejected)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
+	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -111,4 +113,67 @@ func TestRollupCodec(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(`{"hour":"2026-11-30T12:00:00Z","provider":"p","model":"m","requests":1,"seq":18446744073709551615,"other":[1]}`), &back))
 	require.Equal(t, Rollup{Cell: Cell{Hour: t0, Provider: "p", Model: "m"}, Totals: Totals{Requests: 1}, Seq: math.MaxUint64}, back)
 	require.Error(t, json.Unmarshal([]byte(`{"hour":"2026-11-30T12:00:00Z","requests":"x"}`), &back))
+}
+
+// A ledger projected before the coarser grains (RulesVersion 7) keeps
+// only its hour cells, and reports may read only those, until a rebuild:
+// day and model-hour cells begun mid-life would hold only the requests
+// since. The rebuild projects them from the first event and the ledger
+// then says it has them all.
+func TestLedgerProjectedBeforeTheGrains(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 7))
+	ws := genWorkload(t, rng, 5, 80)
+	half := len(ws) / 2
+	e := newEnv(t)
+	e.publish(ws[:half]...)
+	first := e.start(Config{InstanceID: "old", BatchSize: 9})
+	e.waitCheckpoint(e.lastSeq())
+	require.NoError(t, first.stop(t))
+	all, err := LedgerRollupGrains(ctx, e.js)
+	require.NoError(t, err)
+	require.True(t, all, "a ledger projected from its first event has every grain")
+
+	// As version 6 left it: no coarser cells, a checkpoint without
+	// all_grains.
+	kv, err := e.js.KeyValue(ctx, names.RollupsBucket)
+	require.NoError(t, err)
+	for _, g := range Grains[1:] {
+		cells, err := ReadRollups(ctx, e.js, LiveNames(), RollupFilter{Grain: g})
+		require.NoError(t, err)
+		require.NotEmpty(t, cells)
+		for _, c := range cells {
+			require.NoError(t, kv.Purge(ctx, c.Key()))
+		}
+	}
+	state, err := e.js.KeyValue(ctx, names.StateBucket)
+	require.NoError(t, err)
+	cp, rev, err := readCheckpoint(ctx, state)
+	require.NoError(t, err)
+	cp.AllGrains, cp.Rules = false, 6
+	_, err = state.Update(ctx, names.CheckpointKey, mustJSON(cp), rev)
+	require.NoError(t, err)
+
+	e.publish(ws[half:]...)
+	live := e.start(Config{InstanceID: "live", BatchSize: 9})
+	e.waitCheckpoint(e.lastSeq())
+	all, err = LedgerRollupGrains(ctx, e.js)
+	require.NoError(t, err)
+	require.False(t, all)
+	m := buildModel(wireStored(ws))
+	got := e.rollups()
+	for k, c := range m.rollups {
+		if c.Grain != GrainHour {
+			delete(m.rollups, k)
+		}
+	}
+	require.Equal(t, m.rollups, got, "only the hour cells, all of them")
+
+	require.NoError(t, Rebuild(ctx, RebuildConfig{JS: e.js, LeaseTTL: time.Second, BatchSize: 13}))
+	e.waitCheckpoint(e.lastSeq())
+	require.Eventually(t, live.agg.Leading, 5*time.Second, 5*time.Millisecond, "the live aggregator resumes")
+	all, err = LedgerRollupGrains(ctx, e.js)
+	require.NoError(t, err)
+	require.True(t, all, "a rebuilt ledger has every grain")
+	e.requireLedger(buildModel(wireStored(ws)))
 }

@@ -53,4 +53,12 @@ func (r *Request) Conflicts(ev *events.Attempt) bool {
 // sessions, and the rollups per cell in ledger_rollups (issue 20). A
 // record written before has no cell and counts in no rollup until a
 // rebuild.
-const RulesVersion = 6
+//
+// 7: the rollups' coarser grains (GrainDay, GrainModelHour), written in the
+// same batches as the hour cells, and the request records' held_day and
+// held_model_hour. A ledger gets them only when projected from its first
+// event (its checkpoint's all_grains); one projected before keeps only
+// the hour cells until a rebuild. A build of version 6 would write hour
+// cells without their day and model-hour cells, so it must not write a
+// ledger of version 7.
+const RulesVersion = 7

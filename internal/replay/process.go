@@ -274,21 +274,27 @@ func (v *verifier) liveFor(ctx context.Context, rs []*openReq, end uint64) error
 	return nil
 }
 
-// addToCell adds a finished request to its rollup cell's totals, as to
-// its session's: at the checkpoint, and at the cell's own sequence when
-// its live record is newer. A request's cell is fixed by its first
-// accepted event, so it is the same at every point where it exists.
+// addToCell adds a finished request to its rollup cells' totals, one
+// cell per grain the ledger writes, as to its session's: at the
+// checkpoint, and at the cell's own sequence when its live record is
+// newer. A request's cells are fixed by its first accepted event, so they
+// are the same at every point where it exists.
 func (v *verifier) addToCell(ctx context.Context, r *openReq, atP *projection.Request) error {
-	cell, ok := r.rec.RollupCell()
+	hour, ok := r.rec.RollupCell()
 	if !ok {
 		return nil
 	}
-	key := cell.Key()
-	var atS projection.Totals
-	if s, late := v.rols.lateTarget(key); late {
-		atS = v.stateAt(r, s).Contribution()
+	for _, g := range v.grains {
+		key := hour.In(g).Key()
+		var atS projection.Totals
+		if s, late := v.rols.lateTarget(key); late {
+			atS = v.stateAt(r, s).Contribution()
+		}
+		if err := v.rols.add(ctx, key, atP.Contribution(), atS); err != nil {
+			return err
+		}
 	}
-	return v.rols.add(ctx, key, atP.Contribution(), atS)
+	return nil
 }
 
 // finish adds a finished request to its session's totals, compares it

@@ -157,6 +157,9 @@ type verifier struct {
 	rej    *rejections
 	sess   *sessionStore
 	rols   *sessionStore // the rollup cells
+	// grains are the rollup grains the live ledger writes: every grain
+	// when its checkpoint says they are complete, else GrainHour.
+	grains []projection.Grain
 	open   *openSet
 	drift  *driftSet
 	window *liveWindow
@@ -258,6 +261,17 @@ func (v *verifier) run(ctx context.Context, stream jetstream.Stream) error {
 	rolTarget, err := v.rols.readLive(ctx, v)
 	if err != nil {
 		return err
+	}
+	// Read after the live cells: a ledger gets its coarser grains only
+	// from its first event or a switch (refused while verify runs), and
+	// says so in its checkpoint before it writes any.
+	all, err := projection.LedgerRollupGrains(ctx, v.js)
+	if err != nil {
+		return err
+	}
+	v.grains = projection.Grains[:1]
+	if all {
+		v.grains = projection.Grains
 	}
 	v.target = max(target, rolTarget)
 	target = v.target
