@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -21,50 +22,64 @@ import (
 
 // BenchmarkCatchUp measures the aggregator applying a stream of events
 // into empty buckets: ~1.3 attempts per request, 20 % of requests with a
-// billed failed attempt, a team label of ten, over about 28 hours (some
-// 560 rollup cells). Reported as events/s, with the rollups and without
-// them (Names.Rollups empty, the comparison of issue 20).
+// billed failed attempt, over about 28 hours. Reported as events/s, for
+// two label sets: a team label of ten (some 560 hour cells), and also a
+// user label, one per session (some 28,000: nearly every request of a
+// batch in its own cell). Each is run with every rollup grain, with the
+// hour cells only (a ledger that had no rollups for its first event:
+// the coarser grains are not written on it) and without rollups
+// (Names.Rollups empty): the comparisons of issue 20.
 //
 //	go test -run '^$' -bench CatchUp -benchtime 1x ./internal/projection/
 func BenchmarkCatchUp(b *testing.B) {
 	withRollups := LiveNames()
 	without := withRollups
 	without.Rollups = ""
-	for _, size := range []struct {
-		events, sessions int
-		rollups          string
-		names            Names
-	}{{100_000, 1_000, "with", withRollups}, {100_000, 1_000, "without", without}} {
-		b.Run(fmt.Sprintf("events=%d/sessions=%d/rollups=%s", size.events, size.sessions, size.rollups), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				e := newEnv(b)
-				ctx := context.Background()
-				n := fillStream(b, e, size.events, size.sessions)
-				last := e.lastSeq()
-				b.StartTimer()
-				start := time.Now()
-				agg, err := New(Config{JS: e.js, LeaseTTL: benchLeaseTTL, BatchSize: benchBatch(), Names: size.names})
-				require.NoError(b, err)
-				runCtx, cancel := context.WithCancel(ctx)
-				done := make(chan error, 1)
-				go func() { done <- agg.Run(runCtx) }()
-				for agg.Applied() < last {
-					time.Sleep(time.Millisecond)
+	for _, labels := range []string{"team", "team,user"} {
+		for _, mode := range []struct {
+			rollups string
+			names   Names
+		}{{"all-grains", withRollups}, {"hour-only", withRollups}, {"none", without}} {
+			b.Run(fmt.Sprintf("events=100000/labels=%s/rollups=%s", labels, mode.rollups), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					e := newEnv(b)
+					ctx := context.Background()
+					if mode.rollups == "hour-only" {
+						// The ledger's first event is projected without
+						// rollups: it will have hour cells only.
+						e.publish(evSpec{n: 0, session: "first", request: "first", success: true, in: 1}.wire(b))
+						r := e.start(Config{InstanceID: "first", Names: without})
+						e.waitCheckpoint(1)
+						require.NoError(b, r.stop(b))
+					}
+					n := fillStream(b, e, 100_000, 1_000, labels == "team,user")
+					last := e.lastSeq()
+					b.StartTimer()
+					start := time.Now()
+					agg, err := New(Config{JS: e.js, LeaseTTL: benchLeaseTTL, BatchSize: benchBatch(), Names: mode.names})
+					require.NoError(b, err)
+					runCtx, cancel := context.WithCancel(ctx)
+					done := make(chan error, 1)
+					go func() { done <- agg.Run(runCtx) }()
+					for agg.Applied() < last {
+						time.Sleep(time.Millisecond)
+					}
+					elapsed := time.Since(start)
+					b.StopTimer()
+					cancel()
+					require.NoError(b, <-done)
+					b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 				}
-				elapsed := time.Since(start)
-				b.StopTimer()
-				cancel()
-				require.NoError(b, <-done)
-				b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
-			}
-		})
+			})
+		}
 	}
 }
 
 // fillStream publishes about events events: ~1.25 attempts per request,
-// 20 % of requests with a billed failed attempt.
-func fillStream(b *testing.B, e *env, events, sessions int) int {
+// 20 % of requests with a billed failed attempt, each labelled with its
+// session's team (of ten) and, with users, its session as the user.
+func fillStream(b *testing.B, e *env, events, sessions int, users bool) int {
 	rng := rand.New(rand.NewPCG(1, 2))
 	n, req := 0, 0
 	for n < events {
@@ -73,6 +88,9 @@ func fillStream(b *testing.B, e *env, events, sessions int) int {
 		session := fmt.Sprintf("s%d", s)
 		request := fmt.Sprintf("r%d", req)
 		labels := api.Labels{"team": fmt.Sprintf("team-%d", s%10)}
+		if users {
+			labels["user"] = session
+		}
 		attempt := 0
 		if rng.IntN(5) == 0 {
 			publishAsync(b, e, evSpec{n: n, session: session, request: request, attempt: 0, in: 500, labels: labels}.wire(b))
@@ -96,7 +114,7 @@ func BenchmarkRebuild(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		e := newEnv(b)
-		n := fillStream(b, e, events, sessions)
+		n := fillStream(b, e, events, sessions, false)
 		live := e.start(Config{InstanceID: "live", LeaseTTL: benchLeaseTTL})
 		e.waitCheckpoint(e.lastSeq())
 		b.StartTimer()
@@ -120,8 +138,15 @@ func publishAsync(b *testing.B, e *env, w wire) {
 	m := nats.NewMsg(w.subject)
 	m.Data = w.data
 	m.Header.Set(nats.MsgIdHdr, w.msgID)
-	_, err := e.js.PublishMsgAsync(m)
-	require.NoError(b, err)
+	for {
+		_, err := e.js.PublishMsgAsync(m)
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			require.NoError(b, err)
+			return
+		}
+		// A loaded server acks late: wait for the acks, then go on.
+		<-e.js.PublishAsyncComplete()
+	}
 }
 
 func benchBatch() int {
@@ -139,7 +164,7 @@ func BenchmarkRawConsume(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		e := newEnv(b)
-		n := fillStream(b, e, 100_000, 1_000)
+		n := fillStream(b, e, 100_000, 1_000, false)
 		b.StartTimer()
 		start := time.Now()
 		s, err := e.js.Stream(context.Background(), names.AttemptsStream)
