@@ -63,6 +63,8 @@ func TestEveryCommandRunsWithItsRoleOnly(t *testing.T) {
 	}{
 		{"reader", []string{"wait", "--timeout", "30s"}, ""},
 		{"reader", []string{"report"}, "2 sessions"},
+		{"reader", []string{"report", "--by", "model,day"}, "model"},
+		{"reader", []string{"report", "--by", "label:team,hour", "--since", "2000-01-01", "--until", "2000-01-02"}, ""},
 		{"reader", []string{"verify"}, ""},
 		{"operator", []string{"rebuild", "--lease-ttl", "300ms"}, ""},
 		{"reader", []string{"verify"}, ""},
