@@ -1,6 +1,8 @@
 package report
 
 import (
+	"bytes"
+	"encoding/json"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -136,5 +138,25 @@ func TestAnswerWithoutAllGrainsReadsHours(t *testing.T) {
 			require.Equal(t, inRange(hours, q), r.Cells, by)
 			requireSameRows(t, hours, q, r, by)
 		}
+	}
+}
+
+// --json names the grain of the rollups that answered, and no grain for
+// the session or request records.
+func TestWriteRowsJSONNamesTheGrain(t *testing.T) {
+	for _, tc := range []struct {
+		r    *Result
+		want any
+	}{
+		{&Result{Query: Query{By: mustBy(t, "label:team")}, Source: FromRollups, Grain: projection.GrainDay}, "day"},
+		{&Result{Query: Query{By: mustBy(t, "model")}, Source: FromRollups, Grain: projection.GrainModelHour}, "model_hour"},
+		{&Result{Query: Query{By: mustBy(t, "label:team,hour")}, Source: FromRollups}, "hour"},
+		{&Result{Query: Query{By: mustBy(t, "session")}, Source: FromSessions}, nil},
+	} {
+		var b bytes.Buffer
+		require.NoError(t, WriteRowsJSON(&b, tc.r))
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal(b.Bytes(), &doc), b.String())
+		require.Equal(t, tc.want, doc["grain"], b.String())
 	}
 }
