@@ -17,6 +17,7 @@ import (
 	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/ledgertest"
 	"github.com/agentledger/ledger/internal/natstest"
+	"github.com/agentledger/ledger/internal/projection"
 	"github.com/agentledger/ledger/internal/topology"
 )
 
@@ -126,23 +127,39 @@ func TestReportByAnswersFromTheRollups(t *testing.T) {
 	}
 	all := func(string) bool { return true }
 	since := ledgertest.T0.Add(20 * time.Hour)
+	// The grain that answers: the hours unless every grain of the ledger is
+	// whole (then the planner's, report.Query.Grain); none for the request
+	// records.
+	allGrains, err := projection.LedgerRollupGrains(t.Context(), js)
+	require.NoError(t, err)
+	grain := func(coarsest string) string {
+		if allGrains {
+			return coarsest
+		}
+		return "hour"
+	}
 	for _, tc := range []struct {
-		args []string
-		want map[string]sums
+		args  []string
+		want  map[string]sums
+		grain string
 	}{
-		{[]string{"--by", "label:team,day"}, want(func(rid, sid string) string { return team(sid) + "|" + hour(rid).Format(time.DateOnly) }, all)},
+		{[]string{"--by", "label:team,day"}, want(func(rid, sid string) string { return team(sid) + "|" + hour(rid).Format(time.DateOnly) }, all), grain("day")},
 		{[]string{"--by", "model,hour", "--since", since.Format(time.RFC3339)}, want(func(rid, _ string) string { return model(rid) + "|" + hour(rid).Format(time.RFC3339) },
-			func(rid string) bool { return !hour(rid).Before(since) })},
-		{[]string{"--by", "provider"}, want(func(string, string) string { return "anthropic" }, all)},
-		{[]string{"--by", "request,label:team"}, want(func(rid, sid string) string { return rid + "|" + team(sid) }, all)},
+			func(rid string) bool { return !hour(rid).Before(since) }), grain("model_hour")},
+		{[]string{"--by", "label:team,hour", "--since", since.Format(time.RFC3339)}, want(func(rid, sid string) string { return team(sid) + "|" + hour(rid).Format(time.RFC3339) },
+			func(rid string) bool { return !hour(rid).Before(since) }), "hour"},
+		{[]string{"--by", "provider"}, want(func(string, string) string { return "anthropic" }, all), grain("model_hour")},
+		{[]string{"--by", "request,label:team"}, want(func(rid, sid string) string { return rid + "|" + team(sid) }, all), ""},
 	} {
 		code, out, stderr := run(t, append([]string{"report", "--nats-url", srv.URL(), "--json"}, tc.args...)...)
 		require.Equal(t, cli.ExitOK, code, "%v: %s", tc.args, stderr)
 		var doc struct {
-			By   []string         `json:"by"`
-			Rows []map[string]any `json:"rows"`
+			By    []string         `json:"by"`
+			Grain string           `json:"grain"`
+			Rows  []map[string]any `json:"rows"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(out), &doc))
+		require.Equal(t, tc.grain, doc.Grain, "%v: the grain that answered", tc.args)
 		got := map[string]sums{}
 		for _, row := range doc.Rows {
 			var vals []string

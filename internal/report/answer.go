@@ -13,7 +13,9 @@ import (
 )
 
 // Answer answers q from the live ledger, reading only what its source
-// needs (Query.Source): the rollups of the hours in range, the session
+// needs (Query.Source): the rollups of the hours in range, of the
+// coarsest grain that answers q exactly (Query.Grain, given
+// projection.LedgerRollupGrains; Result.Grain says which), the session
 // records, or, for --by request only, every request record.
 func Answer(ctx context.Context, js jetstream.JetStream, q Query) (*Result, error) {
 	if err := q.Validate(); err != nil {
@@ -26,11 +28,13 @@ func Answer(ctx context.Context, js jetstream.JetStream, q Query) (*Result, erro
 	var r *Result
 	switch q.Source() {
 	case FromRollups:
-		rs, err := projection.ReadRollups(ctx, js, projection.LiveNames(), projection.RollupFilter{Since: q.Since, Until: q.Until})
+		all, err := projection.LedgerRollupGrains(ctx, js)
 		if err != nil {
 			return nil, err
 		}
-		r = GroupRollups(rs, q)
+		if r, err = answerRollups(ctx, js, q, q.Grain(all)); err != nil {
+			return nil, err
+		}
 	case FromSessions:
 		l, err := Load(ctx, js, "")
 		if err != nil {
@@ -43,6 +47,18 @@ func Answer(ctx context.Context, js jetstream.JetStream, q Query) (*Result, erro
 		}
 	}
 	r.Applied, r.StreamLast = applied, last
+	return r, nil
+}
+
+// answerRollups answers q from the live rollups of grain g, which must
+// answer it exactly (Query.Grain).
+func answerRollups(ctx context.Context, js jetstream.JetStream, q Query, g projection.Grain) (*Result, error) {
+	rs, err := projection.ReadRollups(ctx, js, projection.LiveNames(), projection.RollupFilter{Grain: g, Since: q.Since, Until: q.Until})
+	if err != nil {
+		return nil, err
+	}
+	r := GroupRollups(rs, q)
+	r.Grain, r.Cells = g, len(rs)
 	return r, nil
 }
 

@@ -14,7 +14,11 @@ import (
 type Result struct {
 	Query  Query
 	Source Source
-	Rows   []Row
+	// Grain is the grain of the rollups that answered (Query.Grain), and
+	// Cells the number of its records read; both only for FromRollups.
+	Grain projection.Grain
+	Cells int
+	Rows  []Row
 	// Groups counts the groups before --top cut them.
 	Groups int
 	// Total sums every group in the range, those --top cut included.
@@ -206,7 +210,11 @@ func compareMeasures(s Sort, a, b Measures) int {
 
 // GroupRollups answers q from rollup records: their cells in
 // [q.Since, q.Until), grouped by q.By. q must be valid and read the
-// rollups (Source FromRollups).
+// rollups (Source FromRollups), and rs be cells of a grain that answers
+// it (Query.Grain): a GrainDay cell's Hour is its day's first, which
+// groups by day and filters by whole days exactly but not by hour, and a
+// GrainModelHour cell has no labels. The rows are then the same whatever
+// the grain.
 func GroupRollups(rs []projection.Rollup, q Query) *Result {
 	g := newGrouper(q)
 	for i := range rs {

@@ -204,28 +204,8 @@ func TestGroupRollupsMatchesAFilter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 9))
 	rs := genRollups(rng, fleet{requests: 3000, start: h0, hours: 72, models: []string{"gpt-4.1", "claude-sonnet-4-5", "gemini-2.5-flash"}, teams: 4, users: 11})
 	dims := []string{"model", "provider", "label:team", "label:user", "hour", "day"}
-	sorts := []Sort{SortNone, SortOverhead, SortBilled, SortCost, SortRequests}
 	for i := range 60 {
-		var q Query
-		perm := rng.Perm(len(dims))[:1+rng.IntN(3)]
-		var by []string
-		for _, p := range perm {
-			if d := dims[p]; !(d == "hour" && strings.Contains(strings.Join(by, ","), "day")) && !(d == "day" && strings.Contains(strings.Join(by, ","), "hour")) {
-				by = append(by, d)
-			}
-		}
-		q.By = mustBy(t, strings.Join(by, ","))
-		if rng.IntN(2) == 0 {
-			q.Since = h0.Add(time.Duration(rng.IntN(72)) * time.Hour)
-		}
-		if rng.IntN(2) == 0 {
-			q.Until = q.Since.Add(time.Duration(1+rng.IntN(72)) * time.Hour)
-			if q.Since.IsZero() {
-				q.Until = h0.Add(time.Duration(1+rng.IntN(72)) * time.Hour)
-			}
-		}
-		q.Sort = sorts[rng.IntN(len(sorts))]
-		require.NoError(t, q.Validate(), "query %d", i)
+		q := randomQuery(t, rng, dims, 72, false)
 		all := GroupRollups(rs, q)
 
 		var inRange projection.Totals

@@ -104,6 +104,7 @@ func WriteCSV(w io.Writer, r *Result) error {
 }
 
 // WriteRowsJSON writes r as one JSON document: the query (by, source,
+// for the rollups the grain that answered: "hour", "day" or "model_hour",
 // since, until, sort, top), groups, rows (objects with the columns of
 // WriteCSV), total (the measures of every group, --top or not) and the
 // applied and last stream sequences.
@@ -111,6 +112,9 @@ func WriteRowsJSON(w io.Writer, r *Result) error {
 	var b bytes.Buffer
 	by, _ := json.Marshal(r.header()[:len(r.Query.By)])
 	fmt.Fprintf(&b, "{\n  \"by\": %s,\n  \"source\": %q,\n", by, r.Source)
+	if r.Source == FromRollups {
+		fmt.Fprintf(&b, "  \"grain\": %q,\n", r.Grain)
+	}
 	for _, t := range []struct {
 		name string
 		t    time.Time
