@@ -214,13 +214,18 @@ func compareMeasures(s Sort, a, b Measures) int {
 // it (Query.Grain): a GrainDay cell's Hour is its day's first, which
 // groups by day and filters by whole days exactly but not by hour, and a
 // GrainModelHour cell has no labels. The rows are then the same whatever
-// the grain.
+// the grain. Result.Cells is len(rs) and Result.Grain their grain.
 func GroupRollups(rs []projection.Rollup, q Query) *Result {
 	g := newGrouper(q)
 	for i := range rs {
 		g.add(&rs[i].Cell, "", "", rs[i].Totals)
 	}
-	return g.result(FromRollups)
+	r := g.result(FromRollups)
+	r.Cells = len(rs)
+	if len(rs) > 0 {
+		r.Grain = rs[0].Grain
+	}
+	return r
 }
 
 // GroupSessions answers q from session records (--by session: each

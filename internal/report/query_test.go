@@ -377,7 +377,7 @@ func TestWriteRows(t *testing.T) {
 	require.Equal(t, []string{"search", "2026-12-01", "1", "2", "1", "110", "220", "110", "100.0%", "1.500000001", "3.000000002", "1.500000001", "0", "3"}, strings.Fields(lines[1]))
 	require.Equal(t, "(none)", strings.Fields(lines[2])[0])
 	require.Equal(t, "TOTAL", strings.Fields(lines[3])[0])
-	require.Contains(t, out, "2 groups, by cost, most first, from the rollups (one record per hour, provider, model and labels), hours from 2026-12-01T00:00:00Z; applied through stream sequence 7 of 9 (2 events not applied yet).")
+	require.Contains(t, out, "2 groups, by cost, most first, from the rollups (2 records, one per hour, provider, model and labels), hours from 2026-12-01T00:00:00Z; applied through stream sequence 7 of 9 (2 events not applied yet).")
 	require.Contains(t, out, "(none): requests without that label.")
 	require.Contains(t, out, "55 billed tokens had no price")
 	require.Contains(t, out, "3 accepted events carried labels other than their request's first: counted in their request's cell, their labels ignored.")

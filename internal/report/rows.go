@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentledger/ledger/internal/pricing"
+	"github.com/agentledger/ledger/internal/projection"
 )
 
 // Columns are the names of the measure columns of --json and --csv, in
@@ -210,7 +211,7 @@ func WriteRowsTable(w io.Writer, r *Result) error {
 		order = "by " + string(r.Query.Sort) + ", most first"
 	}
 	fmt.Fprintf(&b, "%s, %s, from the %s%s; applied through stream sequence %d of %d%s.\n",
-		shown, order, sourceNote[r.Source], rangeNote(r.Query), r.Applied, r.StreamLast, lagNote(r.Applied, r.StreamLast))
+		shown, order, r.sourceNote(), rangeNote(r.Query), r.Applied, r.StreamLast, lagNote(r.Applied, r.StreamLast))
 	if none {
 		fmt.Fprintf(&b, "%s: requests without that label.\n", NoLabel)
 	}
@@ -232,9 +233,24 @@ func WriteRowsTable(w io.Writer, r *Result) error {
 }
 
 var sourceNote = map[Source]string{
-	FromRollups:  "rollups (one record per hour, provider, model and labels)",
 	FromSessions: "session records (each session's whole life)",
 	FromRequests: "request records (every one scanned)",
+}
+
+// grainNote says what one rollup record of each grain sums.
+var grainNote = map[projection.Grain]string{
+	projection.GrainHour:      "per hour, provider, model and labels",
+	projection.GrainDay:       "per day, provider, model and labels",
+	projection.GrainModelHour: "per hour, provider and model",
+}
+
+// sourceNote names the records that answered: for the rollups, their
+// grain and how many were read.
+func (r *Result) sourceNote() string {
+	if r.Source != FromRollups {
+		return sourceNote[r.Source]
+	}
+	return fmt.Sprintf("rollups (%s records, one %s)", num(int64(r.Cells)), grainNote[r.Grain])
 }
 
 func rangeNote(q Query) string {
