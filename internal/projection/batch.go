@@ -33,7 +33,9 @@ type batcher struct {
 	// prepared is the last stream sequence of the last prepared batch.
 	// Owned by the goroutine that prepares batches.
 	prepared uint64
-	cache    *cache
+	// modelHashes are the hashes of model-hour cells' keys (loadRollups).
+	modelHashes modelHashes
+	cache       *cache
 	// apply is the rule of the term: Priced(the term's catalog), or
 	// Config.Apply.
 	apply ApplyFunc
@@ -638,9 +640,9 @@ func (b *batcher) loadRollups(ctx context.Context, items []accepted, reqs map[st
 	rols := make(map[string]*rolWork)
 	var order, missing []string
 	add := func(w *reqWork, hour Cell) {
+		keys := hour.cellKeys(grains, &b.modelHashes)
 		for _, g := range grains {
-			cell := hour.In(g)
-			key := cell.Key()
+			key := keys[g]
 			w.cells[g] = key
 			if _, ok := rols[key]; ok {
 				continue
@@ -653,7 +655,7 @@ func (b *batcher) loadRollups(ctx context.Context, items []accepted, reqs map[st
 				cp := *hit.rec
 				c.rec, c.rev = &cp, hit.rev
 			} else {
-				c.rec = &Rollup{Cell: cell}
+				c.rec = &Rollup{Cell: hour.In(g)}
 				if b.absentRol == nil || !b.absentRol.absent(key) {
 					missing = append(missing, key)
 				}

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -167,23 +166,97 @@ var rollupKeyEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 // keys have different numbers of tokens, so a subject filter reads one
 // grain (grainSubjects).
 func (c Cell) Key() string {
-	h := sha256.New()
-	var n [binary.MaxVarintLen64]byte
+	sum := cellHash(c.Provider, c.Model, c.Labels)
+	return c.keyWith(&sum)
+}
+
+// cellHash is the SHA-256 of a cell's key: of provider, model and the
+// labels sorted by key, each preceded by its length as a varint.
+func cellHash(provider, model string, labels api.Labels) [sha256.Size]byte {
+	var keys [api.MaxLabels]string
+	ks := keys[:0]
+	for k := range labels {
+		ks = append(ks, k) // beyond MaxLabels (never in a record): on the heap
+	}
+	slices.Sort(ks)
+	var stack [512]byte
+	b := stack[:0]
 	field := func(s string) {
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
-		h.Write([]byte(s))
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
 	}
-	field(c.Provider)
-	field(c.Model)
-	for _, k := range slices.Sorted(maps.Keys(c.Labels)) {
+	field(provider)
+	field(model)
+	for _, k := range ks {
 		field(k)
-		field(c.Labels[k])
+		field(labels[k])
 	}
-	var sum [sha256.Size]byte
-	b := append(make([]byte, 0, 72), keyPrefix[c.Grain]...)
-	b = c.Hour.UTC().AppendFormat(b, c.Grain.timeLayout())
+	return sha256.Sum256(b)
+}
+
+// keyWith returns c's key given the hash of its provider, model and
+// labels (cellHash).
+func (c Cell) keyWith(sum *[sha256.Size]byte) string {
+	var stack [80]byte
+	b := append(stack[:0], keyPrefix[c.Grain]...)
+	b = appendTimeToken(b, c.Hour.UTC(), c.Grain)
 	b = append(b, '.')
-	return string(rollupKeyEncoding.AppendEncode(b, h.Sum(sum[:0])))
+	return string(rollupKeyEncoding.AppendEncode(b, sum[:]))
+}
+
+// appendTimeToken appends t as YYYYMMDDHH (YYYYMMDD for GrainDay), as
+// Time.AppendFormat with hourLayout or dayLayout would for the years a
+// key holds (0 to 9999).
+func appendTimeToken(b []byte, t time.Time, g Grain) []byte {
+	y, m, d := t.Date()
+	if y < 0 || y > 9999 {
+		return t.AppendFormat(b, g.timeLayout())
+	}
+	b = append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10),
+		byte('0'+int(m)/10), byte('0'+int(m)%10), byte('0'+d/10), byte('0'+d%10))
+	if g != GrainDay {
+		h := t.Hour()
+		b = append(b, byte('0'+h/10), byte('0'+h%10))
+	}
+	return b
+}
+
+// cellKeys returns the keys of the cells of each of grains holding the
+// hour cell c ("" for a grain not in grains): the hour and day cells'
+// keys share one hash; the model-hour cell's, of provider and model only,
+// comes from mh.
+func (c Cell) cellKeys(grains []Grain, mh *modelHashes) (keys [numGrains]string) {
+	sum := cellHash(c.Provider, c.Model, c.Labels)
+	for _, g := range grains {
+		if g == GrainModelHour {
+			keys[g] = c.In(g).keyWith(mh.get(c.Provider, c.Model))
+		} else {
+			keys[g] = c.In(g).keyWith(&sum)
+		}
+	}
+	return keys
+}
+
+// modelHashes keeps the cellHash of provider and model pairs without
+// labels, the hash of a model-hour cell, which many requests share; at
+// most maxModelHashes, then it starts over.
+type modelHashes struct {
+	m map[[2]string]*[sha256.Size]byte
+}
+
+const maxModelHashes = 1024
+
+func (mh *modelHashes) get(provider, model string) *[sha256.Size]byte {
+	k := [2]string{provider, model}
+	if h, ok := mh.m[k]; ok {
+		return h
+	}
+	if mh.m == nil || len(mh.m) >= maxModelHashes {
+		mh.m = make(map[[2]string]*[sha256.Size]byte)
+	}
+	h := cellHash(provider, model, nil)
+	mh.m[k] = &h
+	return &h
 }
 
 // ReadRollups returns the rollups of grain f.Grain of the ledger whose
