@@ -33,9 +33,9 @@ type batcher struct {
 	// prepared is the last stream sequence of the last prepared batch.
 	// Owned by the goroutine that prepares batches.
 	prepared uint64
-	// modelHashes are the hashes of model-hour cells' keys (loadRollups).
-	modelHashes modelHashes
-	cache       *cache
+	// cellKeys are the keys of the cells of the requests (loadRollups).
+	cellKeys cellKeys
+	cache    *cache
 	// apply is the rule of the term: Priced(the term's catalog), or
 	// Config.Apply.
 	apply ApplyFunc
@@ -292,15 +292,16 @@ func (j *job) encodeRequests(order []string, buf *chunks, rules int) error {
 		w.rec.Held = w.held
 		s.delta = s.delta.Add(now.Sub(w.held))
 		s.dirty = true
+		var helds [numGrains]Totals
 		for g, c := range cs {
-			held := w.held
+			helds[g] = w.held
 			if c != nil {
-				held = w.heldCell[g]
-				c.delta = c.delta.Add(now.Sub(held))
+				helds[g] = w.heldCell[g]
+				c.delta = c.delta.Add(now.Sub(helds[g]))
 				c.dirty = true
 			}
-			*w.rec.heldIn(Grain(g)) = held
 		}
+		w.rec.setHelds(helds[GrainHour], helds[GrainDay], helds[GrainModelHour])
 		j.reqPuts = append(j.reqPuts, put{key: key, value: buf.add(w.rec.appendJSON)})
 		j.reqWritten = append(j.reqWritten, w)
 	}
@@ -640,7 +641,7 @@ func (b *batcher) loadRollups(ctx context.Context, items []accepted, reqs map[st
 	rols := make(map[string]*rolWork)
 	var order, missing []string
 	add := func(w *reqWork, hour Cell) {
-		keys := hour.cellKeys(grains, &b.modelHashes)
+		keys := b.cellKeys.get(hour)
 		for _, g := range grains {
 			key := keys[g]
 			w.cells[g] = key

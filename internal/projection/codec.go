@@ -137,13 +137,13 @@ func (r *Request) appendJSON(b []byte) []byte {
 		b = append(b, `,"held_cell":`...)
 		b = appendTotals(b, r.HeldCell)
 	}
-	if r.HeldDay != r.HeldCell {
+	if day := r.heldIn(GrainDay); day != r.HeldCell {
 		b = append(b, `,"held_day":`...)
-		b = appendTotals(b, r.HeldDay)
+		b = appendTotals(b, day)
 	}
-	if r.HeldModelHour != r.HeldCell {
+	if mh := r.heldIn(GrainModelHour); mh != r.HeldCell {
 		b = append(b, `,"held_model_hour":`...)
-		b = appendTotals(b, r.HeldModelHour)
+		b = appendTotals(b, mh)
 	}
 	return append(b, '}')
 }
@@ -449,13 +449,14 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 	if aux.HeldCell != nil {
 		r.HeldCell = *aux.HeldCell
 	}
-	r.HeldDay, r.HeldModelHour = r.HeldCell, r.HeldCell
+	day, mh := r.HeldCell, r.HeldCell
 	if aux.HeldDay != nil {
-		r.HeldDay = *aux.HeldDay
+		day = *aux.HeldDay
 	}
 	if aux.HeldMH != nil {
-		r.HeldModelHour = *aux.HeldMH
+		mh = *aux.HeldMH
 	}
+	r.setHelds(r.HeldCell, day, mh)
 	for i, s := range aux.Names {
 		name, err := decodeName(s)
 		if err != nil {

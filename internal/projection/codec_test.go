@@ -145,10 +145,10 @@ func worstCaseRecord() *Request {
 		LabelConflicts: math.MaxInt64}
 	r.HeldCell = r.Held
 	r.HeldCell.Requests = math.MaxInt64
-	r.HeldDay = r.HeldCell
-	r.HeldDay.Succeeded = math.MaxInt64
-	r.HeldModelHour = r.HeldCell
-	r.HeldModelHour.Failed = math.MaxInt64
+	day, mh := r.HeldCell, r.HeldCell
+	day.Succeeded = math.MaxInt64
+	mh.Failed = math.MaxInt64
+	r.setHelds(r.HeldCell, day, mh)
 	return r
 }
 
@@ -172,14 +172,16 @@ func TestHeldGrainsRoundTrip(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Request{RequestView: RequestView{RequestID: "r", SessionID: "s"}, Seq: 4, Rules: RulesVersion,
-				Held: tc.held, HeldCell: tc.cell, HeldDay: tc.day, HeldModelHour: tc.mh}
+				Held: tc.held}
+			r.setHelds(tc.cell, tc.day, tc.mh)
 			data := string(r.appendJSON(nil))
 			require.Equal(t, tc.wantCell, strings.Contains(data, `"held_cell"`), data)
 			require.Equal(t, tc.wantDay, strings.Contains(data, `"held_day"`), data)
 			require.Equal(t, tc.want, strings.Contains(data, `"held_model_hour"`), data)
 			var back Request
 			require.NoError(t, json.Unmarshal([]byte(data), &back))
-			require.Equal(t, [4]Totals{tc.held, tc.cell, tc.day, tc.mh}, [4]Totals{back.Held, back.HeldCell, back.HeldDay, back.HeldModelHour})
+			require.Equal(t, [4]Totals{tc.held, tc.cell, tc.day, tc.mh}, [4]Totals{back.Held, back.HeldCell, back.heldIn(GrainDay), back.heldIn(GrainModelHour)})
+			require.Equal(t, tc.day == tc.cell && tc.mh == tc.cell, back.heldGrains == nil, "kept apart only when they differ")
 		})
 	}
 }

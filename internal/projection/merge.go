@@ -256,19 +256,26 @@ func heldByCell(r *Request, c *Rollup, g Grain) Totals {
 	if c != nil && c.Seq >= r.Seq {
 		return r.Contribution()
 	}
-	return *r.heldIn(g)
+	return r.heldIn(g)
 }
 
-// heldIn is the field of r that keeps what its cell of grain g held for
-// it before the batch r.Seq.
-func (r *Request) heldIn(g Grain) *Totals {
-	switch g {
-	case GrainDay:
-		return &r.HeldDay
-	case GrainModelHour:
-		return &r.HeldModelHour
+// heldIn is what r's cell of grain g held for it before the batch r.Seq.
+func (r *Request) heldIn(g Grain) Totals {
+	if g == GrainHour || r.heldGrains == nil {
+		return r.HeldCell
 	}
-	return &r.HeldCell
+	return r.heldGrains[g-1]
+}
+
+// setHelds sets what r's cells of each grain held for it before the batch
+// r.Seq: its hour cell (HeldCell), day cell and model-hour cell.
+func (r *Request) setHelds(hour, day, modelHour Totals) {
+	r.HeldCell = hour
+	if day == hour && modelHour == hour {
+		r.heldGrains = nil
+		return
+	}
+	r.heldGrains = &[2]Totals{day, modelHour}
 }
 
 // labelsEqual reports whether a and b hold the same pairs (nil and empty

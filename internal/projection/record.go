@@ -217,12 +217,13 @@ type Request struct {
 	// batch Seq (as Held for the session; the two differ only after a
 	// crash between the sessions and the rollups of a batch).
 	HeldCell Totals `json:"held_cell"`
-	// HeldDay and HeldModelHour are what the request's GrainDay and
+	// heldGrains, when not nil, are what the request's GrainDay and
 	// GrainModelHour cells held for it before the batch Seq, as HeldCell
 	// for its GrainHour cell (each cell has its own Seq: a crash between
-	// two rollup writes of a batch leaves them apart).
-	HeldDay       Totals `json:"held_day"`
-	HeldModelHour Totals `json:"held_model_hour"`
+	// two rollup writes of a batch leaves them apart); nil when both are
+	// HeldCell, as nearly always. Read with heldIn, set with setHelds;
+	// never modified in place (a clone shares it).
+	heldGrains *[2]Totals
 	// Rules is the RulesVersion of the code that wrote the record; 0 for a
 	// record written before the rules were versioned.
 	Rules int `json:"rules"`

@@ -221,42 +221,49 @@ func appendTimeToken(b []byte, t time.Time, g Grain) []byte {
 	return b
 }
 
-// cellKeys returns the keys of the cells of each of grains holding the
-// hour cell c ("" for a grain not in grains): the hour and day cells'
-// keys share one hash; the model-hour cell's, of provider and model only,
-// comes from mh.
-func (c Cell) cellKeys(grains []Grain, mh *modelHashes) (keys [numGrains]string) {
-	sum := cellHash(c.Provider, c.Model, c.Labels)
-	for _, g := range grains {
-		if g == GrainModelHour {
-			keys[g] = c.In(g).keyWith(mh.get(c.Provider, c.Model))
-		} else {
-			keys[g] = c.In(g).keyWith(&sum)
-		}
+// cellKeys keeps the keys of the cells of every grain holding an hour
+// cell, which the batch needs for every request it loads: many requests
+// share a cell, so most find them here. A cell without labels is found by
+// its hour, provider and model; one with labels also by the hash of its
+// key (computed anyway: the hour and day cells' keys share it). At most
+// maxCellKeys cells are kept, then it starts over.
+type cellKeys struct {
+	m map[cellKeysKey]*[numGrains]string
+}
+
+type cellKeysKey struct {
+	hour            int64
+	provider, model string
+	labels          [sha256.Size]byte // zero for a cell without labels
+}
+
+const maxCellKeys = 4096
+
+// get returns the keys of the cells of every grain holding the hour cell
+// c.
+func (ck *cellKeys) get(c Cell) *[numGrains]string {
+	k := cellKeysKey{hour: c.Hour.Unix(), provider: c.Provider, model: c.Model}
+	var sum [sha256.Size]byte
+	if len(c.Labels) > 0 {
+		sum = cellHash(c.Provider, c.Model, c.Labels)
+		k.labels = sum
 	}
+	if keys, ok := ck.m[k]; ok {
+		return keys
+	}
+	if len(c.Labels) == 0 {
+		sum = cellHash(c.Provider, c.Model, nil)
+	}
+	keys := new([numGrains]string)
+	keys[GrainHour] = c.keyWith(&sum)
+	keys[GrainDay] = c.In(GrainDay).keyWith(&sum)
+	mh := cellHash(c.Provider, c.Model, nil)
+	keys[GrainModelHour] = c.In(GrainModelHour).keyWith(&mh)
+	if ck.m == nil || len(ck.m) >= maxCellKeys {
+		ck.m = make(map[cellKeysKey]*[numGrains]string)
+	}
+	ck.m[k] = keys
 	return keys
-}
-
-// modelHashes keeps the cellHash of provider and model pairs without
-// labels, the hash of a model-hour cell, which many requests share; at
-// most maxModelHashes, then it starts over.
-type modelHashes struct {
-	m map[[2]string]*[sha256.Size]byte
-}
-
-const maxModelHashes = 1024
-
-func (mh *modelHashes) get(provider, model string) *[sha256.Size]byte {
-	k := [2]string{provider, model}
-	if h, ok := mh.m[k]; ok {
-		return h
-	}
-	if mh.m == nil || len(mh.m) >= maxModelHashes {
-		mh.m = make(map[[2]string]*[sha256.Size]byte)
-	}
-	h := cellHash(provider, model, nil)
-	mh.m[k] = &h
-	return &h
 }
 
 // ReadRollups returns the rollups of grain f.Grain of the ledger whose
