@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentledger/ledger/internal/events"
@@ -95,7 +97,15 @@ func TestFromEnvExportsOTLP(t *testing.T) {
 			require.Equal(t, tt.mets, p.MeterProvider != nil)
 			call(t, p)
 			require.NoError(t, p.Shutdown(context.Background()))
-			require.NotContains(t, goroutines(), "go.opentelemetry.io/otel/sdk", "Shutdown stops them")
+			// Shutdown has stopped them; the last may still be returning.
+			var stacks string
+			stopped := func() bool {
+				stacks = goroutines()
+				return !strings.Contains(stacks, "go.opentelemetry.io/otel/sdk")
+			}
+			if !assert.Eventually(t, stopped, 10*time.Second, 5*time.Millisecond) {
+				t.Fatalf("Shutdown stops them; still running:\n%s", stacks)
+			}
 			require.ElementsMatch(t, tt.paths, rcv.Paths())
 
 			spans := rcv.Spans()
