@@ -35,6 +35,7 @@ func Answer(ctx context.Context, js jetstream.JetStream, q Query) (*Result, erro
 		if r, err = answerRollups(ctx, js, q, q.Grain(all)); err != nil {
 			return nil, err
 		}
+		r.Coarser = q.Grain(true)
 	case FromSessions:
 		l, err := Load(ctx, js, "")
 		if err != nil {
@@ -58,7 +59,7 @@ func answerRollups(ctx context.Context, js jetstream.JetStream, q Query, g proje
 		return nil, err
 	}
 	r := GroupRollups(rs, q)
-	r.Grain, r.Cells = g, len(rs)
+	r.Grain, r.Coarser, r.Cells = g, g, len(rs)
 	return r, nil
 }
 

@@ -135,8 +135,13 @@ func TestAnswerWithoutAllGrainsReadsHours(t *testing.T) {
 				continue
 			}
 			require.Equal(t, projection.GrainHour, r.Grain, by)
+			require.Equal(t, q.Grain(true), r.Coarser, by)
+			require.NotEqual(t, projection.GrainHour, r.Coarser, by)
 			require.Equal(t, inRange(hours, q), r.Cells, by)
 			requireSameRows(t, hours, q, r, by)
+			var b bytes.Buffer
+			require.NoError(t, WriteRowsTable(&b, r))
+			require.Contains(t, b.String(), "after `aggregator rebuild` the "+r.Coarser.String()+" cells answer this", by)
 		}
 	}
 }

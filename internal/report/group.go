@@ -18,7 +18,12 @@ type Result struct {
 	// Cells the number of its records read; both only for FromRollups.
 	Grain projection.Grain
 	Cells int
-	Rows  []Row
+	// Coarser is the grain that would have answered had the ledger's
+	// grains all been whole (LedgerRollupGrains), when it is not Grain:
+	// the ledger was projected before them, and a rebuild would let the
+	// query read fewer records.
+	Coarser projection.Grain
+	Rows    []Row
 	// Groups counts the groups before --top cut them.
 	Groups int
 	// Total sums every group in the range, those --top cut included.
@@ -225,6 +230,7 @@ func GroupRollups(rs []projection.Rollup, q Query) *Result {
 	if len(rs) > 0 {
 		r.Grain = rs[0].Grain
 	}
+	r.Coarser = r.Grain
 	return r
 }
 

@@ -218,6 +218,9 @@ func WriteRowsTable(w io.Writer, r *Result) error {
 	if r.Groups == 0 && r.Source == FromRollups && r.Applied > 0 {
 		b.WriteString("No rollup in range. A ledger projected before the rollups existed has none until `aggregator rebuild`.\n")
 	}
+	if r.Source == FromRollups && r.Coarser != r.Grain {
+		fmt.Fprintf(&b, "The ledger was projected before its rollups per day and per model-hour existed, so the hour cells answered; after `aggregator rebuild` the %s cells answer this (fewer records to read).\n", r.Coarser)
+	}
 	if r.Total.UnpricedBilledTokens > 0 {
 		fmt.Fprintf(&b, "%s billed tokens had no price in the ledger's catalog: the money leaves them out (see `aggregator prices`).\n", num(r.Total.UnpricedBilledTokens))
 	}
