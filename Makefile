@@ -82,10 +82,12 @@ fuzz:
 # of the catch-up rate) and of rollups (10 %) compare the catch-up with
 # and without each, interleaved over BENCH_ROUNDS rounds (default 3): the
 # verdict is the median paired cost, inconclusive when the rounds disagree
-# by more than the target. BENCH_LEASE_TTL sets the children's lease TTL
+# by more than the target. BENCH_LABELS=team or team,user labels every
+# event (ten teams; a user for every ten sessions besides): the rollups'
+# cost grows with the label sets a batch touches. BENCH_LEASE_TTL sets the children's lease TTL
 # (default: the production 10 s). Go benchmarks: make gobench.
 bench:
-	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) BENCH_FLEET=$(BENCH_FLEET) BENCH_UPLOAD=$(BENCH_UPLOAD) BENCH_GATEWAY_BIN=$(BENCH_GATEWAY_BIN) BENCH_DURABLE=$(BENCH_DURABLE) BENCH_ROUNDS=$(BENCH_ROUNDS) BENCH_LEASE_TTL=$(BENCH_LEASE_TTL) $(GO) run ./cmd/bench
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_EVENTS=$(BENCH_EVENTS) BENCH_WORKLOADS=$(BENCH_WORKLOADS) BENCH_GATEWAY=$(BENCH_GATEWAY) BENCH_FLEET=$(BENCH_FLEET) BENCH_UPLOAD=$(BENCH_UPLOAD) BENCH_GATEWAY_BIN=$(BENCH_GATEWAY_BIN) BENCH_DURABLE=$(BENCH_DURABLE) BENCH_ROUNDS=$(BENCH_ROUNDS) BENCH_LEASE_TTL=$(BENCH_LEASE_TTL) BENCH_LABELS=$(BENCH_LABELS) $(GO) run ./cmd/bench
 
 clean:
 	rm -rf $(BIN) data

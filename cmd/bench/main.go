@@ -5,7 +5,7 @@
 // peak RSS and heap, and the retry middleware's overhead, prints a table
 // and writes the results as JSON under bench/results/.
 //
-//	go run ./cmd/bench [--scale 0.1] [--events N] [--workloads a,b,c]
+//	go run ./cmd/bench [--scale 0.1] [--events N] [--workloads a,b,c] [--labels team]
 //
 // The raw consumer, the aggregator and rebuild each run in a child
 // process (this binary re-executed with a hidden subcommand) so that their
@@ -15,11 +15,14 @@
 // budget) run the built cmd/gateway, or --gateway-bin, as a child process.
 //
 // The catch-up runs --rounds times with every feature on and without each
-// feature whose cost has a target (features.go: pricing; rollups once the
-// projection has them), interleaved, each into empty buckets of its own:
+// feature whose cost has a target (features.go: pricing, rollups),
+// interleaved, each into empty buckets of its own:
 // the verdicts use the median paired cost and say inconclusive when the
 // rounds disagree by more than the target. The aggregator and rebuild
-// children hold their leases with the production TTL (--lease-ttl).
+// children hold their leases with the production TTL (--lease-ttl). The
+// workloads' events carry no labels unless --labels says: the rollups
+// then have few cells a batch, and their cost grows with the label sets a
+// batch touches.
 package main
 
 import (
@@ -29,9 +32,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentledger/ledger/internal/bench"
 )
 
 func main() {
@@ -90,6 +96,9 @@ type config struct {
 	// Rounds is how many times the catch-up runs with every feature and
 	// without each one (features.go), interleaved.
 	Rounds int `json:"rounds"`
+	// Labels is the label set of every workload's events: one of
+	// bench.Labels ("none", "team", "team,user").
+	Labels string `json:"labels"`
 	// LeaseTTL is the TTL of the leases of the aggregator and rebuild
 	// children; 0 is the production default (projection's, 10 s, as
 	// `aggregator run --lease-ttl`). A short TTL measures nothing more and
@@ -118,7 +127,7 @@ func (c *config) runs(v string) bool { return v == partOnly || v == partOn && !c
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	cfg := config{Scale: 1, Seed: 1, Fleet: partOn, Gateway: partOn, Upload: partOn, Durable: true, Rounds: defaultRounds}
+	cfg := config{Scale: 1, Seed: 1, Fleet: partOn, Gateway: partOn, Upload: partOn, Durable: true, Rounds: defaultRounds, Labels: "none"}
 	if v := os.Getenv("BENCH_SCALE"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 {
@@ -161,6 +170,9 @@ func parseFlags(args []string) (config, error) {
 		}
 		cfg.Rounds = n
 	}
+	if v := os.Getenv("BENCH_LABELS"); v != "" {
+		cfg.Labels = v
+	}
 	if v := os.Getenv("BENCH_LEASE_TTL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -183,8 +195,12 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.GatewayBin, "gateway-bin", cfg.GatewayBin, "the gateway command the gateway's parts run (default: build cmd/gateway; env BENCH_GATEWAY_BIN)")
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds of the with/without catch-up comparisons (pricing, rollups): each round runs the catch-up with every feature and without each one, the order reversed every other round; the verdicts use the medians (env BENCH_ROUNDS)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "lease TTL of the aggregator and rebuild children, at least 1s; 0: the production default, 10s (env BENCH_LEASE_TTL)")
+	fs.StringVar(&cfg.Labels, "labels", cfg.Labels, "labels of every workload's events: none; team (ten teams, by session); team,user (also a user for every ten sessions): the rollups' cells, and so their cost, grow with the label sets a batch touches (env BENCH_LABELS)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
+	}
+	if !slices.Contains(bench.Labels, cfg.Labels) {
+		return cfg, fmt.Errorf("--labels (BENCH_LABELS) %q must be one of %s", cfg.Labels, strings.Join(bench.Labels, ", "))
 	}
 	if cfg.Rounds < 1 {
 		return cfg, fmt.Errorf("--rounds %d must be at least 1", cfg.Rounds)

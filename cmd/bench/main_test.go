@@ -23,39 +23,44 @@ func TestParseFlags(t *testing.T) {
 		want      config
 		wantError string
 	}{
-		{"defaults", nil, nil, config{Rounds: 3, Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on", Durable: true}, ""},
+		{"defaults", nil, nil, config{Rounds: 3, Labels: "none", Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on", Durable: true}, ""},
 		{"env", map[string]string{"BENCH_SCALE": "0.1", "BENCH_EVENTS": "5000", "BENCH_WORKLOADS": "c", "BENCH_FLEET": "off"}, nil,
-			config{Rounds: 3, Scale: 0.1, Events: 5000, Seed: 1, Workloads: []string{"c"}, Out: "bench/results", Fleet: "off", Gateway: "on", Upload: "on", Durable: true}, ""},
+			config{Rounds: 3, Labels: "none", Scale: 0.1, Events: 5000, Seed: 1, Workloads: []string{"c"}, Out: "bench/results", Fleet: "off", Gateway: "on", Upload: "on", Durable: true}, ""},
 		{"flags over env", map[string]string{"BENCH_SCALE": "0.1"}, []string{"--scale", "0.5", "--workloads", "a, b"},
-			config{Rounds: 3, Scale: 0.5, Seed: 1, Workloads: []string{"a", "b"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on", Durable: true}, ""},
+			config{Rounds: 3, Labels: "none", Scale: 0.5, Seed: 1, Workloads: []string{"a", "b"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on", Durable: true}, ""},
 		{"fleet only", nil, []string{"--fleet", "only"},
-			config{Rounds: 3, Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "only", Gateway: "on", Upload: "on", Durable: true}, ""},
+			config{Rounds: 3, Labels: "none", Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "only", Gateway: "on", Upload: "on", Durable: true}, ""},
 		{"fleet only from env", map[string]string{"BENCH_FLEET": "only"}, nil,
-			config{Rounds: 3, Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "only", Gateway: "on", Upload: "on", Durable: true}, ""},
+			config{Rounds: 3, Labels: "none", Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "only", Gateway: "on", Upload: "on", Durable: true}, ""},
 		{"gateway only from env", map[string]string{"BENCH_GATEWAY": "only"}, nil,
-			config{Rounds: 3, Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "only", Upload: "on", Durable: true}, ""},
+			config{Rounds: 3, Labels: "none", Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "only", Upload: "on", Durable: true}, ""},
 		{"upload only, another gateway", map[string]string{"BENCH_UPLOAD": "only", "BENCH_GATEWAY_BIN": "/tmp/gw"}, nil,
-			config{Rounds: 3, Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "only", GatewayBin: "/tmp/gw", Durable: true}, ""},
+			config{Rounds: 3, Labels: "none", Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "only", GatewayBin: "/tmp/gw", Durable: true}, ""},
 		{"bad upload", nil, []string{"--upload", "yes"}, config{}, `--upload (BENCH_UPLOAD) "yes" must be on, off or only`},
 		{"durable off from env", map[string]string{"BENCH_DURABLE": "false"}, nil,
-			config{Rounds: 3, Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on"}, ""},
+			config{Rounds: 3, Labels: "none", Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on"}, ""},
 		{"bad durable", map[string]string{"BENCH_DURABLE": "maybe"}, nil, config{}, `BENCH_DURABLE "maybe" must be true or false`},
 		{"bad fleet", map[string]string{"BENCH_FLEET": "0"}, nil, config{}, `BENCH_FLEET) "0" must be on, off or only`},
 		{"bad gateway", nil, []string{"--gateway", "yes"}, config{}, `--gateway (BENCH_GATEWAY) "yes" must be on, off or only`},
 		{"bad scale", map[string]string{"BENCH_SCALE": "x"}, nil, config{}, "BENCH_SCALE"},
 		{"rounds and lease TTL from env", map[string]string{"BENCH_ROUNDS": "5", "BENCH_LEASE_TTL": "20s"}, nil,
-			config{Rounds: 5, LeaseTTL: 20 * time.Second, Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on", Durable: true}, ""},
+			config{Rounds: 5, Labels: "none", LeaseTTL: 20 * time.Second, Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on", Durable: true}, ""},
 		{"rounds flag", nil, []string{"--rounds", "1"},
-			config{Rounds: 1, Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on", Durable: true}, ""},
+			config{Rounds: 1, Labels: "none", Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on", Durable: true}, ""},
 		{"no rounds", nil, []string{"--rounds", "0"}, config{}, "--rounds 0 must be at least 1"},
 		{"bad rounds", map[string]string{"BENCH_ROUNDS": "many"}, nil, config{}, `BENCH_ROUNDS "many" must be a positive integer`},
 		{"short lease", nil, []string{"--lease-ttl", "500ms"}, config{}, "--lease-ttl 500ms must be 0 (the production default) or at least 1s"},
 		{"bad lease", map[string]string{"BENCH_LEASE_TTL": "10"}, nil, config{}, `BENCH_LEASE_TTL "10" must be a duration`},
 		{"unknown workload", nil, []string{"--workloads", "a,z"}, config{}, `unknown workload "z"`},
+		{"labels from env", map[string]string{"BENCH_LABELS": "team,user"}, nil,
+			config{Rounds: 3, Labels: "team,user", Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on", Durable: true}, ""},
+		{"labels flag", map[string]string{"BENCH_LABELS": "team,user"}, []string{"--labels", "team"},
+			config{Rounds: 3, Labels: "team", Scale: 1, Seed: 1, Workloads: []string{"a", "b", "c"}, Out: "bench/results", Fleet: "on", Gateway: "on", Upload: "on", Durable: true}, ""},
+		{"bad labels", nil, []string{"--labels", "user"}, config{}, `--labels (BENCH_LABELS) "user" must be one of none, team, team,user`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, k := range []string{"BENCH_SCALE", "BENCH_EVENTS", "BENCH_WORKLOADS", "BENCH_FLEET", "BENCH_GATEWAY", "BENCH_UPLOAD", "BENCH_GATEWAY_BIN", "BENCH_DURABLE", "BENCH_ROUNDS", "BENCH_LEASE_TTL"} {
+			for _, k := range []string{"BENCH_SCALE", "BENCH_EVENTS", "BENCH_WORKLOADS", "BENCH_FLEET", "BENCH_GATEWAY", "BENCH_UPLOAD", "BENCH_GATEWAY_BIN", "BENCH_DURABLE", "BENCH_ROUNDS", "BENCH_LEASE_TTL", "BENCH_LABELS"} {
 				t.Setenv(k, tt.env[k])
 			}
 			got, err := parseFlags(tt.args)

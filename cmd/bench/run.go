@@ -162,6 +162,10 @@ func runCore(ctx context.Context, cfg config, res *results) error {
 		if cfg.Events > 0 {
 			s = resize(s, cfg.Events)
 		}
+		s, err := s.WithLabels(cfg.Labels)
+		if err != nil {
+			return err
+		}
 		specs[s.Name] = s
 	}
 	for _, name := range cfg.Workloads {

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/agentledger/ledger/api"
 	"github.com/agentledger/ledger/internal/events"
 )
 
@@ -33,6 +35,32 @@ type Spec struct {
 	// the fraction of requests (hence, in expectation, of events) that go
 	// to them. Zero HotSessions spreads requests uniformly.
 	HotSessions, HotShare float64
+	// Teams, when positive, labels every event of session i with
+	// team=team-<i mod Teams>; Users likewise with user=user-<i mod
+	// Users>, so that each user has Sessions/Users sessions. Zero leaves
+	// the label out: with neither, events carry no labels (the rollups
+	// then have one cell per hour, provider and model).
+	Teams, Users int
+}
+
+// Labels names the label sets of --labels (BENCH_LABELS): "none"; "team",
+// ten teams; "team,user", ten teams and a user for every ten sessions
+// (users, like sessions, scaled with the workload).
+var Labels = []string{"none", "team", "team,user"}
+
+// WithLabels returns s labelled as mode, one of Labels.
+func (s Spec) WithLabels(mode string) (Spec, error) {
+	s.Teams, s.Users = 0, 0
+	switch mode {
+	case "none", "":
+	case "team":
+		s.Teams = 10
+	case "team,user":
+		s.Teams, s.Users = 10, max(1, s.Sessions/10)
+	default:
+		return s, fmt.Errorf("%w: %s: labels %q must be one of %s", ErrInvalidSpec, s.Name, mode, strings.Join(Labels, ", "))
+	}
+	return s, nil
 }
 
 // Validate reports a spec that cannot be generated.
@@ -50,6 +78,8 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("%w: %s: %d attempts per request is above %d", ErrInvalidSpec, s.Name, s.Events/s.Requests, events.MaxAttempt)
 	case s.HotSessions < 0 || s.HotSessions > 1 || s.HotShare < 0 || s.HotShare > 1:
 		return fmt.Errorf("%w: %s: hot sessions %v and hot share %v must be fractions from 0 to 1", ErrInvalidSpec, s.Name, s.HotSessions, s.HotShare)
+	case s.Teams < 0 || s.Users < 0:
+		return fmt.Errorf("%w: %s: teams %d and users %d must not be negative", ErrInvalidSpec, s.Name, s.Teams, s.Users)
 	}
 	return nil
 }
@@ -72,7 +102,8 @@ var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Generate calls fn with every event of s, in publication order, from a
 // generator seeded with seed: the same spec and seed give the same events.
-// fn may keep ev. It stops at fn's first error and returns it.
+// fn may keep ev; the events of one session share one Labels map, which
+// fn must not change. It stops at fn's first error and returns it.
 func Generate(s Spec, seed uint64, fn func(ev *events.Attempt) error) error {
 	if err := s.Validate(); err != nil {
 		return err
@@ -82,6 +113,24 @@ func Generate(s Spec, seed uint64, fn func(ev *events.Attempt) error) error {
 	hot := 0
 	if s.HotSessions > 0 {
 		hot = max(1, int(float64(s.Sessions)*s.HotSessions))
+	}
+	labels := map[int]api.Labels{} // per session, shared by its events
+	labelsOf := func(session int) api.Labels {
+		if s.Teams == 0 && s.Users == 0 {
+			return nil
+		}
+		l, ok := labels[session]
+		if !ok {
+			l = api.Labels{}
+			if s.Teams > 0 {
+				l["team"] = fmt.Sprintf("team-%d", session%s.Teams)
+			}
+			if s.Users > 0 {
+				l["user"] = fmt.Sprintf("user-%d", session%s.Users)
+			}
+			labels[session] = l
+		}
+		return l
 	}
 	n := 0
 	for req := 0; n < s.Events; req++ {
@@ -115,6 +164,7 @@ func Generate(s Spec, seed uint64, fn func(ev *events.Attempt) error) error {
 		rid := fmt.Sprintf("req-%09d", req)
 		for i := 0; i <= len(failures); i++ {
 			ev := attempt(n, sid, rid, i, entropy)
+			ev.Labels = labelsOf(session)
 			if i < len(failures) {
 				ev.Outcome, ev.Final = events.OutcomeError, false
 				if failures[i] {

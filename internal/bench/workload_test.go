@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -107,4 +108,52 @@ func TestSpecValidate(t *testing.T) {
 			require.ErrorIs(t, Generate(tt.spec, 1, func(*events.Attempt) error { return nil }), ErrInvalidSpec)
 		})
 	}
+}
+
+func TestGenerateLabels(t *testing.T) {
+	base := Spec{Name: "l", Events: 2000, Sessions: 40}
+	tests := []struct {
+		mode       string
+		team, user bool
+	}{
+		{"none", false, false},
+		{"team", true, false},
+		{"team,user", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			s, err := base.WithLabels(tt.mode)
+			require.NoError(t, err)
+			teams, users := map[string]bool{}, map[string]bool{}
+			require.NoError(t, Generate(s, 1, func(ev *events.Attempt) error {
+				var session int
+				_, err := fmt.Sscanf(ev.SessionID, "sess-%d", &session)
+				require.NoError(t, err)
+				if !tt.team && !tt.user {
+					require.Nil(t, ev.Labels, ev.EventID)
+					return nil
+				}
+				require.NoError(t, events.ValidateLabels(ev.Labels), ev.EventID)
+				require.Equal(t, fmt.Sprintf("team-%d", session%10), ev.Labels["team"], ev.EventID)
+				teams[ev.Labels["team"]] = true
+				if tt.user {
+					require.Equal(t, fmt.Sprintf("user-%d", session%4), ev.Labels["user"], ev.EventID)
+					users[ev.Labels["user"]] = true
+				} else {
+					require.NotContains(t, ev.Labels, "user", ev.EventID)
+				}
+				return nil
+			}))
+			if tt.team {
+				assert.Len(t, teams, 10)
+			}
+			if tt.user {
+				assert.Len(t, users, 4, "a user for every ten sessions")
+			}
+		})
+	}
+	_, err := base.WithLabels("user")
+	require.ErrorIs(t, err, ErrInvalidSpec)
+	require.ErrorContains(t, err, `labels "user" must be one of none, team, team,user`)
+	require.ErrorIs(t, Spec{Name: "n", Events: 1, Sessions: 1, Users: -1}.Validate(), ErrInvalidSpec)
 }
