@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,11 +34,17 @@ import (
 // Decode is the single place that knows event versions: a new version adds
 // a decoder to the table below that returns the same Attempt, so that old
 // events replay unchanged under new code.
-func Decode(data []byte) (*Attempt, error) {
+func Decode(data []byte) (*Attempt, error) { return DecodeInterned(data, nil) }
+
+// DecodeInterned is Decode, the event's labels taken from in when it holds
+// an equal set (else decoded and kept there): the returned event's Labels
+// may be shared with other events, and must not be written. A nil in
+// interns nothing.
+func DecodeInterned(data []byte, in *LabelInterner) (*Attempt, error) {
 	if err := CheckSize(len(data)); err != nil {
 		return nil, err
 	}
-	var b eventBody
+	b := eventBody{labelSets: in}
 	if !b.scan(data) {
 		return nil, malformedBody(data)
 	}
@@ -571,6 +578,22 @@ func (b *eventBody) labels(v lit) (api.Labels, *FieldError) {
 	if n == 0 {
 		return nil, nil
 	}
+	var key []byte
+	if b.labelSets != nil {
+		// The set's canonical form: each key and value preceded by its
+		// length, so that no two sets share one.
+		var buf [512]byte
+		key = buf[:0]
+		for _, p := range pairs[:n] {
+			key = binary.AppendUvarint(key, uint64(len(p.key)))
+			key = append(key, p.key...)
+			key = binary.AppendUvarint(key, uint64(len(p.text)))
+			key = append(key, p.text...)
+		}
+		if l := b.labelSets.get(key); l != nil {
+			return l, nil
+		}
+	}
 	var sb strings.Builder
 	sb.Grow(size)
 	for _, p := range pairs[:n] {
@@ -584,6 +607,9 @@ func (b *eventBody) labels(v lit) (api.Labels, *FieldError) {
 		off += len(p.key)
 		l[k] = all[off : off+len(p.text)]
 		off += len(p.text)
+	}
+	if b.labelSets != nil {
+		b.labelSets.put(key, l)
 	}
 	return l, nil
 }

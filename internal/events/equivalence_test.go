@@ -415,6 +415,17 @@ func BenchmarkDecodeShapes(b *testing.B) {
 				_, _ = Decode(c.data)
 			}
 		})
+		if c.name == "labels" {
+			// As the aggregator decodes: the label set from its interner.
+			b.Run(c.name+"-interned", func(b *testing.B) {
+				labelSets := NewLabelInterner(0)
+				b.ReportAllocs()
+				b.SetBytes(int64(len(c.data)))
+				for b.Loop() {
+					_, _ = DecodeInterned(c.data, labelSets)
+				}
+			})
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -84,6 +85,16 @@ func TestDecodeLabels(t *testing.T) {
 				}
 				requireSameDecode(t, in)
 				got, err := Decode(in)
+				labelSets := NewLabelInterner(0)
+				for range 2 { // the second from the interner when accepted
+					iev, ierr := DecodeInterned(in, labelSets)
+					if err != nil {
+						require.EqualError(t, ierr, err.Error())
+					} else {
+						require.NoError(t, ierr)
+						assert.Equal(t, got, iev)
+					}
+				}
 				if tt.field == "" {
 					require.NoError(t, err)
 					assert.Equal(t, tt.want, got.Labels)
@@ -182,4 +193,63 @@ func TestValidateLabels(t *testing.T) {
 		require.ErrorAs(t, err, &le)
 		assert.ErrorIs(t, err, ErrInvalidField)
 	}
+}
+
+func TestDecodeInternedSharesLabelSets(t *testing.T) {
+	body := func(labels string) []byte {
+		return mutated(t, successFile, set("labels", raw(labels)))
+	}
+	ptr := func(l api.Labels) uintptr { return reflect.ValueOf(l).Pointer() }
+	decode := func(in *LabelInterner, labels string) api.Labels {
+		t.Helper()
+		ev, err := DecodeInterned(body(labels), in)
+		require.NoError(t, err)
+		return ev.Labels
+	}
+	in := NewLabelInterner(3)
+	a := decode(in, `{"team":"search","user":"u-1"}`)
+	tests := []struct {
+		name   string
+		labels string
+		shared bool
+	}{
+		{"the same set", `{"team":"search","user":"u-1"}`, true},
+		{"the same set in another order, spaced", `{ "user" : "u-1", "team":"search" }`, true},
+		{"the same set escaped", `{"t\u0065am":"se\u0061rch","user":"u-1"}`, true},
+		{"another value", `{"team":"search","user":"u-2"}`, false},
+		{"a key less", `{"team":"search"}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := decode(in, tt.labels)
+			want, err := Decode(body(tt.labels))
+			require.NoError(t, err)
+			assert.Equal(t, want.Labels, l, "the labels Decode gives")
+			assert.Equal(t, tt.shared, ptr(l) == ptr(a), "shared with the first event's set")
+		})
+	}
+	// The same bytes split elsewhere are another set.
+	ab, abSplit := decode(in, `{"a":"bc"}`), decode(in, `{"ab":"c"}`)
+	assert.Equal(t, api.Labels{"a": "bc"}, ab)
+	assert.Equal(t, api.Labels{"ab": "c"}, abSplit)
+	assert.LessOrEqual(t, in.Len(), 3, "never more sets than its size: it forgets them all when full")
+	assert.Nil(t, decode(in, `{}`), "no labels is nil, never an interned empty set")
+
+	// Sets of the longest labels fill it by their bytes, not their number.
+	big := NewLabelInterner(0)
+	for i := range 2000 {
+		l := map[string]any{}
+		for k := range api.MaxLabels {
+			l[fmt.Sprintf("k%031d", k)] = fmt.Sprintf("%0128d", i)
+		}
+		ev, err := DecodeInterned(mutated(t, successFile, set("labels", l)), big)
+		require.NoError(t, err)
+		require.Len(t, ev.Labels, api.MaxLabels)
+	}
+	assert.Less(t, big.Len(), InternedLabelBytes/(api.MaxLabels*(32+128)*2), "about InternedLabelBytes of sets at most")
+	assert.Positive(t, big.Len())
+
+	// Without an interner, every event has its own map.
+	b1, b2 := decode(nil, `{"team":"search"}`), decode(nil, `{"team":"search"}`)
+	assert.NotEqual(t, ptr(b1), ptr(b2))
 }

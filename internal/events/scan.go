@@ -183,6 +183,8 @@ type eventBody struct {
 	top   [nTop]lit
 	usage [nUsage]lit // the members of the last "usage" object
 	err   [nError]lit // the members of the last "error" object
+	// labelSets, when not nil, interns the labels (DecodeInterned).
+	labelSets *LabelInterner
 }
 
 // scan reads data, which must be exactly one JSON object with optional

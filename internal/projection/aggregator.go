@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/agentledger/ledger/internal/events"
 	"github.com/agentledger/ledger/internal/names"
 	"github.com/agentledger/ledger/internal/pricebook"
 	"github.com/agentledger/ledger/internal/pricing"
@@ -582,7 +583,11 @@ func (a *Aggregator) consume(ctx context.Context, res *resources, cp uint64) (*i
 	}
 	ahead := newIntake(a.cfg.BatchSize, readAheadBytes)
 	stop := make(chan struct{})
-	cc, err := cons.Consume(func(m jetstream.Msg) { ahead.put(fetch(m), stop) },
+	// One map per label set the read-ahead and the batch hold, not one
+	// per event: under the memory limit, a map per event made a labelled
+	// stream's catch-up spend half its time collecting garbage.
+	labelSets := events.NewLabelInterner(0)
+	cc, err := cons.Consume(func(m jetstream.Msg) { ahead.put(fetch(m, labelSets), stop) },
 		PullLimits(a.cfg.JS.Conn().MaxPayload(), min(a.cfg.BatchSize, readAhead)),
 		// Heartbeats every AckWait/2: a consumer whose stream leader died
 		// is recreated within AckWait.

@@ -142,13 +142,13 @@ type fetched struct {
 	metaErr error           // the message has no JetStream metadata
 }
 
-func fetch(m jetstream.Msg) fetched {
+func fetch(m jetstream.Msg, labelSets *events.LabelInterner) fetched {
 	md, err := m.Metadata()
 	if err != nil {
 		return fetched{metaErr: err}
 	}
 	f := fetched{seq: md.Sequence.Stream}
-	f.ev, f.err = Accept(m.Subject(), m.Data())
+	f.ev, f.err = accept(m.Subject(), m.Data(), labelSets)
 	if f.err != nil {
 		f.subject = clipText(m.Subject(), events.MaxRejectSubjectBytes)
 		f.data, f.size = RejectionBody(m.Data())

@@ -68,7 +68,10 @@ func PriceAttempt(cat *pricing.Catalog, ev *events.Attempt) (cost pricing.Money,
 func cellOf(ev *events.Attempt) (api.Labels, *RecordCell) {
 	var labels api.Labels
 	if len(ev.Labels) > 0 {
-		labels = maps.Clone(ev.Labels)
+		// Shared with the event, not copied: an event is immutable once
+		// accepted, its labels may be shared with other events
+		// (events.DecodeInterned), and a record's labels are never written.
+		labels = ev.Labels
 	}
 	return labels, &RecordCell{Hour: ev.StartedAt.UTC().Truncate(time.Hour), Provider: ev.Provider, Model: ev.Model}
 }

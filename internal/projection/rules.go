@@ -10,7 +10,13 @@ import "github.com/agentledger/ledger/internal/events"
 // error, when not nil, is a *events.RejectError (too_large, malformed_json,
 // unknown_schema, invalid_field or subject_mismatch).
 func Accept(subject string, data []byte) (*events.Attempt, error) {
-	ev, err := events.Decode(data)
+	return accept(subject, data, nil)
+}
+
+// accept is Accept, the event's labels interned in labelSets (nil: not
+// interned): shared with the other events of that set, never written.
+func accept(subject string, data []byte, labelSets *events.LabelInterner) (*events.Attempt, error) {
+	ev, err := events.DecodeInterned(data, labelSets)
 	if err != nil {
 		return nil, err
 	}
