@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -129,6 +130,20 @@ func TestReadRollupsGrains(t *testing.T) {
 				for _, r := range got {
 					require.Equal(t, g, r.Grain)
 					require.Equal(t, int64(r.Attempts), 2*r.Requests, "whole records")
+				}
+				// EachRollup hands over the same records, one at a time,
+				// and stops at fn's first error.
+				var each []Rollup
+				require.NoError(t, EachRollup(ctx, e.js, LiveNames(), f, func(c *Rollup) error {
+					each = append(each, *c)
+					return nil
+				}))
+				require.ElementsMatch(t, got, each)
+				if len(got) > 1 {
+					stop, calls := errors.New("enough"), 0
+					err := EachRollup(ctx, e.js, LiveNames(), f, func(*Rollup) error { calls++; return stop })
+					require.ErrorIs(t, err, stop)
+					require.Equal(t, 1, calls)
 				}
 			})
 		}

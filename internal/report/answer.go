@@ -54,12 +54,18 @@ func Answer(ctx context.Context, js jetstream.JetStream, q Query) (*Result, erro
 // answerRollups answers q from the live rollups of grain g, which must
 // answer it exactly (Query.Grain).
 func answerRollups(ctx context.Context, js jetstream.JetStream, q Query, g projection.Grain) (*Result, error) {
-	rs, err := projection.ReadRollups(ctx, js, projection.LiveNames(), projection.RollupFilter{Grain: g, Since: q.Since, Until: q.Until})
+	// Summed as they are read: the cells are never all held at once.
+	gr, cells := newGrouper(q), 0
+	err := projection.EachRollup(ctx, js, projection.LiveNames(), projection.RollupFilter{Grain: g, Since: q.Since, Until: q.Until}, func(c *projection.Rollup) error {
+		gr.add(&c.Cell, "", "", c.Totals)
+		cells++
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	r := GroupRollups(rs, q)
-	r.Grain, r.Coarser, r.Cells = g, g, len(rs)
+	r := gr.result(FromRollups)
+	r.Grain, r.Coarser, r.Cells = g, g, cells
 	return r, nil
 }
 

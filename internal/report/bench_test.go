@@ -57,6 +57,8 @@ func benchQueries(b *testing.B) map[string]Query {
 		"label:team,sort-overhead,since-7d": {By: by("label:team"), Sort: SortOverhead, Since: week},
 		// labels by hour need the hour cells, whatever the grains
 		"label:team,hour,yesterday": {By: by("label:team,hour"), Since: yesterday, Until: yesterday.Add(24 * time.Hour)},
+		// the worst case: every hour cell of the month
+		"label:user,hour": {By: by("label:user,hour")},
 	}
 }
 
