@@ -34,7 +34,7 @@ type batcher struct {
 	// Owned by the goroutine that prepares batches.
 	prepared uint64
 	// cellKeys are the keys of the cells of the requests (loadRollups).
-	cellKeys cellKeys
+	cellKeys CellKeys
 	cache    *cache
 	// apply is the rule of the term: Priced(the term's catalog), or
 	// Config.Apply.
@@ -641,7 +641,7 @@ func (b *batcher) loadRollups(ctx context.Context, items []accepted, reqs map[st
 	rols := make(map[string]*rolWork)
 	var order, missing []string
 	add := func(w *reqWork, hour Cell) {
-		keys := b.cellKeys.get(hour)
+		keys := b.cellKeys.Keys(hour)
 		for _, g := range grains {
 			key := keys[g]
 			w.cells[g] = key

@@ -221,13 +221,14 @@ func appendTimeToken(b []byte, t time.Time, g Grain) []byte {
 	return b
 }
 
-// cellKeys keeps the keys of the cells of every grain holding an hour
-// cell, which the batch needs for every request it loads: many requests
-// share a cell, so most find them here. A cell without labels is found by
+// CellKeys keeps the keys of the cells of every grain holding an hour
+// cell, which the batch (and verify) need for every request it loads:
+// many requests share a cell, so most find them here. A cell without labels is found by
 // its hour, provider and model; one with labels also by the hash of its
 // key (computed anyway: the hour and day cells' keys share it). At most
-// maxCellKeys cells are kept, then it starts over.
-type cellKeys struct {
+// maxCellKeys cells are kept, then it starts over. The zero value is
+// ready; it is not safe for concurrent use.
+type CellKeys struct {
 	m map[cellKeysKey]*[numGrains]string
 }
 
@@ -239,9 +240,10 @@ type cellKeysKey struct {
 
 const maxCellKeys = 4096
 
-// get returns the keys of the cells of every grain holding the hour cell
-// c.
-func (ck *cellKeys) get(c Cell) *[numGrains]string {
+// Keys returns the keys of the cells of every grain holding the hour
+// cell c, indexed by Grain: Cell.In(g).Key() for each g. The caller must
+// not change them.
+func (ck *CellKeys) Keys(c Cell) *[numGrains]string {
 	k := cellKeysKey{hour: c.Hour.Unix(), provider: c.Provider, model: c.Model}
 	var sum [sha256.Size]byte
 	if len(c.Labels) > 0 {
@@ -257,7 +259,10 @@ func (ck *cellKeys) get(c Cell) *[numGrains]string {
 	keys := new([numGrains]string)
 	keys[GrainHour] = c.keyWith(&sum)
 	keys[GrainDay] = c.In(GrainDay).keyWith(&sum)
-	mh := cellHash(c.Provider, c.Model, nil)
+	mh := sum // a cell without labels: its hash is the model-hour cell's
+	if len(c.Labels) > 0 {
+		mh = cellHash(c.Provider, c.Model, nil)
+	}
 	keys[GrainModelHour] = c.In(GrainModelHour).keyWith(&mh)
 	if ck.m == nil || len(ck.m) >= maxCellKeys {
 		ck.m = make(map[cellKeysKey]*[numGrains]string)
@@ -282,11 +287,7 @@ func (ck *cellKeys) get(c Cell) *[numGrains]string {
 // so.
 func ReadRollups(ctx context.Context, js jetstream.JetStream, n Names, f RollupFilter) ([]Rollup, error) {
 	var out []Rollup
-	// Room for every cell the consumer has to deliver, made once: growing
-	// the slice of 280-byte records by doubling was half the read's CPU
-	// over 280,000 cells.
-	pending := func(n uint64) { out = make([]Rollup, 0, n) }
-	err := eachRollup(ctx, js, n, f, pending, func(c *Rollup) error {
+	err := EachRollup(ctx, js, n, f, func(c *Rollup) error {
 		out = append(out, *c)
 		return nil
 	})
@@ -298,15 +299,9 @@ func ReadRollups(ctx context.Context, js jetstream.JetStream, n Names, f RollupF
 
 // EachRollup calls fn with every record ReadRollups returns for f, as it
 // reads them, and stops at fn's first error: a caller that sums the cells
-// holds none of them. fn must not keep c, which the next record reuses;
-// it may keep c's strings and labels.
+// (the report) holds none of them. fn must not keep c, which the next
+// record reuses; it may keep c's strings and labels.
 func EachRollup(ctx context.Context, js jetstream.JetStream, n Names, f RollupFilter, fn func(c *Rollup) error) error {
-	return eachRollup(ctx, js, n, f, nil, fn)
-}
-
-// eachRollup is EachRollup, pending told first how many records may come
-// (eachLast).
-func eachRollup(ctx context.Context, js jetstream.JetStream, n Names, f RollupFilter, pending func(uint64), fn func(c *Rollup) error) error {
 	if n.Rollups == "" {
 		return ErrNoRollups
 	}
@@ -324,7 +319,7 @@ func eachRollup(ctx context.Context, js jetstream.JetStream, n Names, f RollupFi
 		return (since == "" || h >= since) && (until == "" || h < until)
 	}
 	var c Rollup
-	return eachLast(ctx, js, n.Rollups, grainSubjects(f), pending, func(key string, value []byte) error {
+	return eachLast(ctx, js, n.Rollups, grainSubjects(f), func(key string, value []byte) error {
 		if !keep(key) {
 			return nil
 		}
@@ -392,10 +387,8 @@ func grainSubjects(f RollupFilter) []string {
 // bucket (none when it does not exist) that matches one of the patterns
 // keys (none: nothing is read), deleted keys skipped, reading its stream
 // once with an ordered consumer from the last message of each subject.
-// It stops at the message that had nothing pending after it. pending,
-// when not nil, is told first how many messages the consumer has to
-// deliver (deleted keys included), when the server said.
-func eachLast(ctx context.Context, js jetstream.JetStream, bucket string, keys []string, pending func(n uint64), fn func(key string, value []byte) error) error {
+// It stops at the message that had nothing pending after it.
+func eachLast(ctx context.Context, js jetstream.JetStream, bucket string, keys []string, fn func(key string, value []byte) error) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -432,13 +425,8 @@ func eachLast(ctx context.Context, js jetstream.JetStream, bucket string, keys [
 	// creation (Messages) answered how many messages it has to deliver;
 	// its cached answer costs no request (and no permission for
 	// $JS.API.CONSUMER.INFO, which the reader role does not have).
-	if ci := cons.CachedInfo(); ci != nil {
-		if ci.NumPending == 0 {
-			return nil
-		}
-		if pending != nil {
-			pending(ci.NumPending)
-		}
+	if ci := cons.CachedInfo(); ci != nil && ci.NumPending == 0 {
+		return nil
 	}
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))

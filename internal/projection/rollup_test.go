@@ -184,19 +184,19 @@ func TestLedgerProjectedBeforeTheGrains(t *testing.T) {
 // Cell.Key's, for every grain, hours of every digit, with and without
 // labels, and years at the edges of the contract.
 func TestCellKeysAreKey(t *testing.T) {
-	var ck cellKeys
+	var ck CellKeys
 	for _, hour := range []time.Time{t0, time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC), time.Date(2026, 12, 31, 23, 0, 0, 0, time.UTC),
 		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 0, 0, 0, time.UTC), t0.In(time.FixedZone("UTC-3", -3*3600))} {
 		for _, labels := range []api.Labels{nil, {"team": "a"}, {"z": "1", "a": "2", "m": "3"}} {
 			for _, model := range []string{"m", "other"} {
 				c := Cell{Hour: hour, Provider: "anthropic", Model: model, Labels: labels}
-				keys := ck.get(c)
+				keys := ck.Keys(c)
 				for _, g := range Grains {
 					require.Equal(t, c.In(g).Key(), keys[g], "%s %v %s", g, hour, labels)
 					token := strings.TrimPrefix(keys[g], keyPrefix[g])[:len(g.timeLayout())]
 					require.Equal(t, c.In(g).Hour.UTC().Format(g.timeLayout()), token, "time token")
 				}
-				again := ck.get(c)
+				again := ck.Keys(c)
 				require.Equal(t, keys, again)
 			}
 		}

@@ -90,7 +90,7 @@ func beginTerm(ctx context.Context, res *resources, l *lease, id uint64, rules i
 	fresh := cp.Seq == 0 && cp.Switch == nil
 	t.allGrains = res.rollups != nil && (cp.AllGrains || fresh)
 	if res.rollups != nil && !t.allGrains {
-		log.Warn("aggregator: the ledger's day and model-hour rollups were not projected from its first event; only the hourly ones are written, and reports read them, until a rebuild")
+		log.Warn("aggregator: the ledger was projected before its day and model-hour rollups existed; only the hourly ones are written, and reports read those (slower over long ranges), until `aggregator rebuild` projects every grain from the first event")
 	}
 	cp.Term, cp.Rules, cp.Prices, cp.PricedThrough, cp.AllGrains = t.id, max(cp.Rules, rules), t.prices, t.priced.through(), t.allGrains
 	if t.cpRev, err = res.stateW.putOne(ctx, names.CheckpointKey, mustJSON(cp), rev); err != nil {

@@ -284,8 +284,9 @@ func (v *verifier) addToCell(ctx context.Context, r *openReq, atP *projection.Re
 	if !ok {
 		return nil
 	}
+	keys := v.cellKeys.Keys(hour) // most requests share their cells: hashed once
 	for _, g := range v.grains {
-		key := hour.In(g).Key()
+		key := keys[g]
 		var atS projection.Totals
 		if s, late := v.rols.lateTarget(key); late {
 			atS = v.stateAt(r, s).Contribution()

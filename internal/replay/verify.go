@@ -160,9 +160,11 @@ type verifier struct {
 	// grains are the rollup grains the live ledger writes: every grain
 	// when its checkpoint says they are complete, else GrainHour.
 	grains []projection.Grain
-	open   *openSet
-	drift  *driftSet
-	window *liveWindow
+	// cellKeys are the keys of the requests' cells (addToCell).
+	cellKeys projection.CellKeys
+	open     *openSet
+	drift    *driftSet
+	window   *liveWindow
 	// finished holds every request the replay finished: one it never
 	// finished is certainly new when met.
 	finished *bloom

@@ -65,7 +65,7 @@ func answerRollups(ctx context.Context, js jetstream.JetStream, q Query, g proje
 		return nil, err
 	}
 	r := gr.result(FromRollups)
-	r.Grain, r.Coarser, r.Cells = g, g, cells
+	r.Grain, r.Cells = g, cells
 	return r, nil
 }
 
